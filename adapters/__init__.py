@@ -1,0 +1,1 @@
+"""Platform adapters: each verifies, normalizes and sends; everything durable is in the core."""

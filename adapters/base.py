@@ -1,0 +1,90 @@
+"""What an adapter is: ingress into the inbox, and one ``send`` the outbox calls.
+
+An adapter never touches the store. It turns platform traffic into :class:`Event` and
+hands it to :meth:`Inbox.accept` (acknowledging the platform only after that returns),
+and it sends one :class:`OutMessage` at a time when the outbox asks, raising one of the
+``Send*`` errors below so the outbox knows whether a retry is safe.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.events import OutMessage, Target
+from gateway.ratelimit import Limit
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from gateway.inbox import Inbox
+
+
+class SendError(Exception):
+    """Base of the errors :meth:`Adapter.send` raises."""
+
+
+class SendRetryable(SendError):
+    """Certainly not delivered (refused, rate-limited, connection failed): safe to retry."""
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class SendAmbiguous(SendError):
+    """May or may not have been delivered (a timeout after the request went out)."""
+
+
+class SendFatal(SendError):
+    """Will never succeed as it is (chat not found, bot blocked, message invalid)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What the platform said about a delivered message."""
+
+    platform_id: str | None = None
+
+
+class Adapter(abc.ABC):
+    """One chat platform. Subclasses set the class attributes and implement the methods."""
+
+    platform: str = ""
+    #: Longest text one message may carry, in :meth:`text_length` units (None: no limit).
+    text_limit: int | None = None
+    #: True when the platform dedups sends on a key we pass, so a retry after an
+    #: ambiguous failure cannot produce a second message.
+    idempotent_send: bool = False
+    #: Resend rows whose first send was ambiguous even though sends are not idempotent.
+    resend_unknown: bool = False
+
+    def text_length(self, text: str) -> int:
+        return len(text)
+
+    def limits(self, target: Target) -> list[Limit]:
+        """The token buckets one send to ``target`` draws from."""
+        return []
+
+    def routes(self, app: web.Application) -> None:  # noqa: B027 - optional hook
+        """Add webhook routes to the gateway's HTTP app (called before it starts)."""
+
+    @property
+    def connected(self) -> bool:
+        return True
+
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Get ready to send (sessions, identity); called before recovery resends anything."""
+
+    @abc.abstractmethod
+    async def start(self, inbox: Inbox) -> None:
+        """Begin ingress. Returns once the adapter is running (tasks may go on)."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop ingress; sending may still be asked for until the outbox has flushed."""
+
+    @abc.abstractmethod
+    async def send(self, message: OutMessage) -> Sent:
+        """Deliver one message (already split to fit ``text_limit``)."""

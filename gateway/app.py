@@ -1,0 +1,230 @@
+"""The gateway: builds the store, router, pipeline, outbox and adapters from the config,
+and runs them in the order that keeps the promise.
+
+Start: store (migrated) → adapters ready to send → outbox (resume unsent rows) →
+recovery (crashed and waiting
+events back into their lanes) → HTTP → adapters (ingress last). Stop: ingress first →
+running handlers finish → outbox flushes → HTTP → store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import importlib
+import os
+import signal
+import time
+from collections.abc import Mapping
+from typing import IO
+
+import structlog
+
+from adapters.base import Adapter
+from config.schema import Settings
+from gateway.agents import echo_router
+from gateway.dispatcher import Dispatcher
+from gateway.http import HttpServer
+from gateway.inbox import Inbox
+from gateway.outbox import Outbox
+from gateway.pipeline import Pipeline
+from gateway.routing import Router
+from memory.sqlite import SqliteStore
+from memory.store import Store, open_store
+
+log = structlog.get_logger("tether.gateway")
+
+
+class GatewayError(Exception):
+    """The gateway cannot start as configured; the message says why."""
+
+
+def load_router(settings: Settings) -> Router:
+    """Plugins in config order, then the built-in agent."""
+    root = Router("root")
+    for spec in settings.plugins:
+        root.include(_import_router(spec))
+    root.include(echo_router())
+    return root
+
+
+def _import_router(spec: str) -> Router:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise GatewayError(f"plugins: {spec!r} should be 'package.module:router'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise GatewayError(f"plugins: cannot import {module_name!r}: {exc}") from None
+    router = getattr(module, attr, None)
+    if not isinstance(router, Router):
+        raise GatewayError(f"plugins: {spec!r} is not a gateway.Router")
+    return router
+
+
+def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[str, Adapter]:
+    """The adapters the config enables (``console`` overrides ``platforms.console.enabled``)."""
+    adapters: dict[str, Adapter] = {}
+    use_console = settings.platforms.console.enabled if console is None else console
+    if use_console:
+        from adapters.console import ConsoleAdapter
+
+        adapters["console"] = ConsoleAdapter(
+            settings.platforms.console.user, name=settings.agent.name
+        )
+    return adapters
+
+
+class Gateway:
+    def __init__(
+        self,
+        settings: Settings,
+        adapters: Mapping[str, Adapter],
+        *,
+        router: Router | None = None,
+        store: Store | None = None,
+        http: bool | None = None,
+    ) -> None:
+        self.settings = settings
+        self.adapters = dict(adapters)
+        self.store = store or open_store(
+            settings.memory.store, synchronous=settings.memory.sqlite_synchronous
+        )
+        self.router = router or load_router(settings)
+        self.outbox = Outbox(self.store, self.adapters, settings.outbox)
+        self.pipeline = Pipeline(
+            self.store, self.router, self.adapters, settings.pipeline, self.outbox.enqueue
+        )
+        self.dispatcher = Dispatcher(
+            self.pipeline.run,
+            concurrency=settings.pipeline.concurrency,
+            queue_size=settings.pipeline.queue_size,
+        )
+        self.inbox = Inbox(self.store, self.dispatcher, settings.agent.group_sessions)
+        use_http = settings.http.enabled if http is None else http
+        self.http = (
+            HttpServer(settings.http.host, settings.http.port, self.readiness) if use_http else None
+        )
+        self._lock: IO[str] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._started: list[Adapter] = []
+
+    async def start(self) -> None:
+        self._take_lock()
+        await self.store.open()
+        for adapter in self.adapters.values():
+            await adapter.open()
+        await self.outbox.start()
+        recovered = await self.store.recover()
+        if recovered:
+            log.info("gateway.recovered", events=len(recovered))
+        await self.dispatcher.submit(recovered)
+        if self.http:
+            for adapter in self.adapters.values():
+                adapter.routes(self.http.app)
+            await self.http.start()
+        for name, adapter in self.adapters.items():
+            await adapter.start(self.inbox)
+            self._started.append(adapter)
+            log.info("adapter.started", platform=name)
+        self._sweeper = asyncio.create_task(self._sweep(), name="inbox-sweep")
+        log.info(
+            "gateway.started", platforms=sorted(self.adapters), store=self.store.__class__.__name__
+        )
+
+    async def _sweep(self) -> None:
+        """Pick up events queued by other processes (``tether dead retry``) while running."""
+        interval = self.settings.pipeline.sweep_interval
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                rows = await self.store.pending(time.time() - interval)
+                fresh = [row for row in rows if not self.dispatcher.knows(row.key)]
+                if fresh:
+                    log.info("gateway.swept", events=len(fresh))
+                    await self.dispatcher.submit(fresh)
+            except Exception:
+                log.exception("gateway.sweep_failed")
+
+    async def stop(self) -> None:
+        """Ingress first, then in-flight handlers, then the outbox, then the store."""
+        timeout = self.settings.pipeline.drain_timeout
+        log.info("gateway.stopping", drain_timeout_s=timeout)
+        for adapter in reversed(self._started):
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("adapter.stop_failed", platform=adapter.platform)
+        self._started.clear()
+        if self._sweeper:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        await self.dispatcher.stop(timeout)
+        if not await self.outbox.flush(timeout):
+            log.warning("outbox.flush_timeout")
+        await self.outbox.stop()
+        if self.http:
+            await self.http.stop()
+        await self.store.close()
+        self._release_lock()
+        log.info("gateway.stopped")
+
+    async def drain(self) -> None:
+        """Finish everything accepted so far and send its replies (``tether chat`` at EOF)."""
+        timeout = self.settings.pipeline.drain_timeout
+        if not await self.dispatcher.drain(timeout):
+            log.warning("gateway.drain_timeout", queued=self.dispatcher.depth)
+        await self.outbox.flush(timeout)
+
+    async def readiness(self) -> list[str]:
+        problems = []
+        try:
+            await self.store.ping()
+        except Exception as exc:
+            problems.append(f"store unreachable: {type(exc).__name__}: {exc}")
+        problems += [
+            f"{name} not connected" for name, a in self.adapters.items() if not a.connected
+        ]
+        return problems
+
+    async def run_until_signal(self) -> None:
+        """Run until SIGTERM/SIGINT, then stop gracefully; a second signal exits at once."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signame: str) -> None:
+            if stop.is_set():
+                log.warning("gateway.forced_exit", signal=signame)
+                os._exit(1)
+            log.info("gateway.signal", signal=signame)
+            stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    def _take_lock(self) -> None:
+        """One processing gateway per SQLite file: two would both recover 'running' rows."""
+        if not isinstance(self.store, SqliteStore) or self.store.path == ":memory:":
+            return
+        handle = open(self.store.path + ".lock", "w")  # noqa: SIM115 - held for the run
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise GatewayError(
+                f"another tether process is running on {self.store.path}; "
+                "use PostgreSQL (memory.store: postgresql://...) to run several instances"
+            ) from None
+        self._lock = handle
+
+    def _release_lock(self) -> None:
+        if self._lock:
+            self._lock.close()
+            self._lock = None

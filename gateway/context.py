@@ -1,0 +1,91 @@
+"""What a handler gets: the event, its memory, and the only ways to act on the world.
+
+Handlers never touch the store or an adapter. ``reply``/``send`` queue outbox rows that
+are committed with the checkpoint; ``step`` runs a costly call once per event, across
+retries and crashes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
+
+import structlog
+
+from gateway import metrics
+from gateway.events import Event, OutMessage, Target
+from memory.conversation import ConversationMemory
+from memory.store import Store
+
+T = TypeVar("T")
+Format = Literal["plain", "html", "markdown"]
+
+
+class Context:
+    def __init__(
+        self,
+        event: Event,
+        conversation: str,
+        attempt: int,
+        store: Store,
+        log: structlog.typing.FilteringBoundLogger,
+        platforms: frozenset[str],
+    ) -> None:
+        self.event = event
+        self.conversation = conversation
+        self.attempt = attempt
+        self.log = log
+        self.memory = ConversationMemory(store, conversation)
+        self.outbox: list[OutMessage] = []
+        self.data: dict[str, Any] = {}
+        self._store = store
+        self._platforms = platforms
+        self._step_names: set[str] = set()
+
+    async def reply(self, text: str, *, quote: bool = True, format: Format = "plain") -> None:
+        """Answer in the event's chat (and thread), quoting the message when ``quote``."""
+        target = self.event.conversation.target()
+        reply_to = self.event.message_id if quote else None
+        await self.send(target, text, reply_to=reply_to, format=format)
+
+    async def send(
+        self,
+        target: Target | str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        format: Format = "plain",
+    ) -> None:
+        """Queue a message to any chat, e.g. ``"telegram:12345"``; sent after checkpoint."""
+        if isinstance(target, str):
+            target = Target.parse(target)
+        if target.platform not in self._platforms:
+            raise ValueError(f"no enabled platform {target.platform!r} to send to")
+        if not text:
+            return
+        self.outbox.append(OutMessage(target=target, text=text, reply_to=reply_to, format=format))
+
+    async def step(self, name: str, fn: Callable[[], T | Awaitable[T]]) -> Any:
+        """Run ``fn`` once for this event; a re-run after a retry or crash gets its result.
+
+        The result is stored as JSON and returned as JSON-decoded data on every run
+        (first or cached), so both paths see the same value.
+        """
+        if name in self._step_names:
+            raise ValueError(f"step {name!r} used twice in one handler run")
+        self._step_names.add(name)
+        if self.attempt > 1:
+            cached = await self._store.step(self.event.key, name)
+            if cached is not None:
+                self.log.info("step.cached", step=name)
+                metrics.STEPS_CACHED.inc()
+                return json.loads(cached)
+        result = fn()
+        if inspect.isawaitable(result):
+            result = await result
+        encoded = json.dumps(result)
+        await self._store.save_step(self.event.key, name, encoded)
+        self.log.info("step.saved", step=name)
+        return json.loads(encoded)

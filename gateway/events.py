@@ -1,0 +1,160 @@
+"""The one shape every inbound event and outbound message takes, whatever the platform.
+
+Adapters normalize platform payloads into :class:`Event`; handlers produce
+:class:`OutMessage`. Both serialize to versioned JSON for the store: ``v`` names the
+schema so rows written by an older Tether can still be read by a newer one.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class Kind(StrEnum):
+    MESSAGE = "message"
+    COMMAND = "command"
+    EDIT = "edit"
+    CALLBACK = "callback"
+    CRON = "cron"
+    SYSTEM = "system"
+
+
+ChatType = Literal["dm", "group", "channel"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Conversation(_Model):
+    """Where an event happened, and so where its replies go."""
+
+    platform: str
+    chat_id: str
+    thread_id: str | None = None
+    chat_type: ChatType = "dm"
+
+    @property
+    def key(self) -> str:
+        """``{platform}:{chat_id}[:{thread_id}]`` — the chat (or topic) as a whole."""
+        base = f"{self.platform}:{self.chat_id}"
+        return f"{base}:{self.thread_id}" if self.thread_id else base
+
+    def target(self) -> Target:
+        return Target(platform=self.platform, chat_id=self.chat_id, thread_id=self.thread_id)
+
+
+class Sender(_Model):
+    id: str
+    name: str = ""
+    is_bot: bool = False
+
+
+class Attachment(_Model):
+    kind: str  # photo, document, voice, video, audio, sticker, file, image, ...
+    file_id: str | None = None
+    url: str | None = None
+    mime: str | None = None
+    size: int | None = None
+    name: str | None = None
+
+
+class Event(_Model):
+    """A normalized inbound event. ``key`` is stable across redeliveries of the same thing."""
+
+    v: int = SCHEMA_VERSION
+    key: str
+    platform: str
+    kind: Kind = Kind.MESSAGE
+    conversation: Conversation
+    sender: Sender | None = None
+    message_id: str | None = None
+    text: str = ""
+    command: str | None = None
+    args: str = ""
+    reply_to: str | None = None
+    reply_to_bot: bool = False
+    mentions: list[str] = Field(default_factory=list)
+    mentions_bot: bool = False
+    attachments: list[Attachment] = Field(default_factory=list)
+    timestamp: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    meta: dict[str, Any] = Field(default_factory=dict)
+    raw: dict[str, Any] | None = None
+
+    def session(self, group_sessions: str = "per_user") -> str:
+        """The memory/lane key: per chat in DMs, per user in groups unless ``shared``."""
+        conv = self.conversation
+        if conv.chat_type == "group" and group_sessions == "per_user" and self.sender:
+            return f"{conv.key}:u{self.sender.id}"
+        return conv.key
+
+    def to_json(self) -> str:
+        return self.model_dump_json(exclude_defaults=False)
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> Event:
+        return cls.model_validate_json(data)
+
+
+class Target(_Model):
+    platform: str
+    chat_id: str
+    thread_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        base = f"{self.platform}:{self.chat_id}"
+        return f"{base}:{self.thread_id}" if self.thread_id else base
+
+    @classmethod
+    def parse(cls, spec: str) -> Target:
+        """``platform:chat[:thread]``, as written in ``deliver:`` config entries."""
+        parts = spec.split(":", 2)
+        if len(parts) < 2 or not all(parts[:2]):
+            raise ValueError(f"expected platform:chat[:thread], got {spec!r}")
+        return cls(
+            platform=parts[0], chat_id=parts[1], thread_id=parts[2] if len(parts) > 2 else None
+        )
+
+
+class OutMessage(_Model):
+    """One outbound message: a row in the outbox before it is a platform call."""
+
+    v: int = SCHEMA_VERSION
+    key: str = ""
+    target: Target
+    text: str
+    reply_to: str | None = None
+    format: Literal["plain", "html", "markdown"] = "plain"
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> OutMessage:
+        return cls.model_validate_json(data)
+
+
+_COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,64})(?:@([A-Za-z0-9_]+))?(?:\s+(.*))?$", re.DOTALL)
+
+
+def parse_command(text: str, bot_username: str | None = None) -> tuple[str, str] | None:
+    """``"/start@MyBot a b"`` → ``("start", "a b")``; ``None`` if not a command for us.
+
+    A command addressed to another bot (``/start@OtherBot``) is not ours.
+    """
+    match = _COMMAND.match(text.strip())
+    if not match:
+        return None
+    name, addressee, args = match.groups()
+    if addressee and bot_username and addressee.lower() != bot_username.lower():
+        return None
+    return name.lower(), (args or "").strip()

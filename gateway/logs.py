@@ -1,0 +1,98 @@
+"""Structured logging: one JSON line per transition, secrets scrubbed before output.
+
+Every module logs through ``structlog.get_logger()``; :func:`configure` decides the
+renderer (JSON lines, or a readable console on a TTY) and installs the redactor, which
+replaces every configured secret wherever it appears — in values, exception text and
+tracebacks — so no code path has to remember to mask.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+import structlog
+from structlog.typing import EventDict, WrappedLogger
+
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+MASK = "***"
+
+
+class Redactor:
+    """Replaces known secret strings by ``***``. Short strings are ignored as too common."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets: tuple[str, ...] = ()
+        self.update(secrets)
+
+    def update(self, secrets: Iterable[str]) -> None:
+        merged = {*self.secrets, *(s for s in secrets if s and len(s) >= 4)}
+        # Longest first, so a secret that contains another is masked whole.
+        self.secrets = tuple(sorted(merged, key=len, reverse=True))
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+    def scrub_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {k: self.scrub_value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.scrub_value(v) for v in value]
+        if isinstance(value, int | float | bool) or value is None:
+            return value
+        return self.scrub(str(value))
+
+    def __call__(self, _logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+        if not self.secrets:
+            return event_dict
+        return {k: self.scrub_value(v) for k, v in event_dict.items()}
+
+
+redactor = Redactor()
+
+
+def configure(
+    level: str = "info",
+    fmt: str = "auto",
+    secrets: Iterable[str] = (),
+    stream: TextIO | None = None,
+) -> None:
+    """Set up structlog for the process. Safe to call again (tests, CLI sub-commands)."""
+    redactor.update(secrets)
+    out = stream or sys.stderr
+    pretty = fmt == "console" or (fmt == "auto" and out.isatty())
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        redactor,
+    ]
+    if pretty:
+        processors.append(structlog.dev.ConsoleRenderer(colors=out.isatty()))
+    else:
+        processors.append(structlog.processors.JSONRenderer(default=str))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, 20)),
+        logger_factory=structlog.PrintLoggerFactory(out),
+        cache_logger_on_first_use=False,
+    )
+    # Libraries that use stdlib logging (aiohttp, asyncio) go to the same stream, scrubbed.
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(_ScrubbingFormatter("%(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(max(_LEVELS.get(level, 20), logging.INFO))
+
+
+class _ScrubbingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redactor.scrub(super().format(record))

@@ -1,0 +1,23 @@
+"""Prometheus metrics: every pipeline transition moves one of these.
+
+Kept in one module so that ``/metrics`` and a newcomer find them all in one place.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+EVENTS = Counter("tether_events_total", "Inbound events by transition", ["platform", "status"])
+DUPLICATES = Counter(
+    "tether_duplicates_total", "Inbound events dropped as duplicates", ["platform"]
+)
+RETRIES = Counter("tether_retries_total", "Handler attempts that will be retried", ["platform"])
+DEAD = Counter("tether_dead_letters_total", "Events dead-lettered", ["platform"])
+STEPS_CACHED = Counter("tether_steps_cached_total", "Memoized steps reused instead of re-run")
+OUTBOX = Counter("tether_outbox_total", "Outbound messages by transition", ["platform", "status"])
+LANE_DEPTH = Gauge("tether_lane_queue_depth", "Events queued in conversation lanes")
+HANDLER_SECONDS = Histogram(
+    "tether_handler_seconds",
+    "Handler run time",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60),
+)

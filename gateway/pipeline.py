@@ -1,0 +1,153 @@
+"""One event's life: (dedup at accept) → observe → work → checkpoint, or retry / dead.
+
+Dedup already happened when the inbox accepted the event (the key is unique). Here the
+event is observed (``event.started``), worked (the router's handler, through its
+middlewares), and checkpointed: the inbox row done, its outbox rows and its memory rows
+in ONE transaction. A :class:`Retryable` (or any unexpected) error waits with
+exponential backoff and full jitter; :class:`Fatal`, or the last allowed attempt, buries
+the event in ``dead_letters`` with a snapshot of what it saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import structlog
+
+from adapters.base import Adapter
+from config.schema import PipelineConfig
+from gateway import metrics
+from gateway.context import Context
+from gateway.errors import Fatal, Retryable
+from gateway.events import OutMessage
+from gateway.logs import redactor
+from gateway.routing import Router, call
+from gateway.splitting import split_text
+from memory.store import DeadLetter, InboxRow, OutboxRow, Store
+
+log = structlog.get_logger("tether.pipeline")
+
+
+def backoff(attempt: int, base: float, cap: float) -> float:
+    """Full jitter: uniform in [0, min(cap, base·2^(attempt-1))]."""
+    return random.uniform(0, min(cap, base * 2 ** (attempt - 1)))
+
+
+class Pipeline:
+    def __init__(
+        self,
+        store: Store,
+        router: Router,
+        adapters: Mapping[str, Adapter],
+        config: PipelineConfig,
+        on_checkpoint: Callable[[Sequence[OutboxRow]], None],
+    ) -> None:
+        self.store = store
+        self.router = router
+        self.adapters = adapters
+        self.config = config
+        self.on_checkpoint = on_checkpoint
+        self._platforms = frozenset(adapters)
+
+    async def run(self, row: InboxRow) -> float | None:
+        """Run one attempt; returns the retry time, or None when the event is finished."""
+        await self.store.begin(row)
+        event = row.event
+        elog = log.bind(key=row.key, conversation=row.conversation, attempt=row.attempts)
+        elog.info("event.started", platform=event.platform, kind=event.kind.value)
+        metrics.EVENTS.labels(event.platform, "started").inc()
+        ctx = Context(event, row.conversation, row.attempts, self.store, elog, self._platforms)
+        started = time.monotonic()
+        route_name = None
+        try:
+            resolved = self.router.resolve(event)
+            if resolved is not None:
+                route, middlewares = resolved
+                route_name = route.name
+                async with asyncio.timeout(self.config.handler_timeout):
+                    await call(route, middlewares, ctx)
+            outbound = self._outbound(row.key, ctx.outbox)
+            rows = await self.store.checkpoint(row.key, outbound, ctx.memory.pending)
+        except Fatal as exc:
+            await self._bury(row, ctx, exc, elog)
+            return None
+        except Exception as exc:  # Retryable, and anything unexpected
+            if row.attempts >= self.config.max_attempts:
+                await self._bury(row, ctx, exc, elog)
+                return None
+            return await self._retry(row, exc, elog, started)
+        duration = time.monotonic() - started
+        metrics.HANDLER_SECONDS.observe(duration)
+        metrics.EVENTS.labels(event.platform, "done").inc()
+        elog.info(
+            "event.done",
+            route=route_name,
+            replies=len(rows),
+            duration_ms=round(duration * 1000, 2),
+        )
+        self.on_checkpoint(rows)
+        return None
+
+    def _outbound(self, key: str, messages: Sequence[OutMessage]) -> list[OutMessage]:
+        """Split each reply at its platform's limit and give every chunk its key."""
+        out: list[OutMessage] = []
+        for message in messages:
+            adapter = self.adapters[message.target.platform]
+            chunks = split_text(message.text, adapter.text_limit, adapter.text_length)
+            for index, chunk in enumerate(chunks):
+                update: dict[str, Any] = {"key": f"{key}#{len(out)}", "text": chunk}
+                if index:  # only the first chunk quotes; the rest follow it
+                    update["reply_to"] = None
+                out.append(message.model_copy(update=update))
+        return out
+
+    async def _retry(self, row: InboxRow, exc: Exception, elog: Any, started: float) -> float:
+        retry_after = exc.retry_after if isinstance(exc, Retryable) else None
+        delay = (
+            retry_after
+            if retry_after is not None
+            else backoff(row.attempts, self.config.backoff_base, self.config.backoff_max)
+        )
+        retry_at = time.time() + delay
+        error = redactor.scrub(f"{type(exc).__name__}: {exc}")
+        await self.store.retry_later(row.key, retry_at, error)
+        metrics.RETRIES.labels(row.event.platform).inc()
+        elog.warning(
+            "event.retry",
+            error=error,
+            delay_s=round(delay, 3),
+            duration_ms=round((time.monotonic() - started) * 1000, 2),
+            expected=isinstance(exc, Retryable),
+        )
+        return retry_at
+
+    async def _bury(self, row: InboxRow, ctx: Context, exc: Exception, elog: Any) -> None:
+        history = await self.store.history(row.conversation, 20)
+        steps = await self.store.steps(row.key)
+        snapshot = {
+            "attempts": row.attempts,
+            "conversation": row.conversation,
+            "history": [asdict(turn) for turn in history],
+            "steps": steps,
+            "pending_replies": [m.text for m in ctx.outbox],
+            "pending_turns": [asdict(turn) for turn in ctx.memory.pending],
+        }
+        error = redactor.scrub(f"{type(exc).__name__}: {exc}")
+        letter = DeadLetter(
+            key=row.key,
+            conversation=row.conversation,
+            event=row.event,
+            error=error,
+            traceback=redactor.scrub("".join(traceback.format_exception(exc))),
+            snapshot=redactor.scrub_value(snapshot),
+        )
+        await self.store.bury(letter)
+        metrics.DEAD.labels(row.event.platform).inc()
+        metrics.EVENTS.labels(row.event.platform, "dead").inc()
+        elog.error("event.dead", error=error, fatal=isinstance(exc, Fatal))

@@ -1,0 +1,132 @@
+"""Routers: which handler answers an event, and the middlewares around it.
+
+The shape follows aiogram 3: handlers are registered by decorator, routers nest with
+``include``, and a middleware is ``async (handler, event, data) -> result`` that calls
+``handler(event, data)`` to continue. ``data["ctx"]`` is the handler's :class:`Context`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gateway.events import Event, Kind
+
+if TYPE_CHECKING:
+    from gateway.context import Context
+
+Handler = Callable[["Context"], Awaitable[None]]
+NextHandler = Callable[[Event, dict[str, Any]], Awaitable[Any]]
+Middleware = Callable[[NextHandler, Event, dict[str, Any]], Awaitable[Any]]
+Filter = Callable[[Event], bool]
+
+_TEXT_KINDS = frozenset({Kind.MESSAGE, Kind.COMMAND})
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    handler: Handler
+    matches: Filter
+    name: str
+
+
+class Router:
+    """Handlers in registration order; the first route that matches an event wins."""
+
+    def __init__(self, name: str = "router") -> None:
+        self.name = name
+        self._routes: list[Route] = []
+        self._children: list[Router] = []
+        self._middlewares: list[Middleware] = []
+        self._fallback: Handler | None = None
+
+    # -- registration -------------------------------------------------------------
+
+    def command(self, *names: str) -> Callable[[Handler], Handler]:
+        """Match ``/name args`` (the adapter has already stripped ``@botname``)."""
+        wanted = frozenset(n.lower().lstrip("/") for n in names)
+
+        def matches(event: Event) -> bool:
+            return event.kind is Kind.COMMAND and event.command in wanted
+
+        return self._register(matches, f"command:{','.join(sorted(wanted))}")
+
+    def text(self, pattern: str | re.Pattern[str] | None = None) -> Callable[[Handler], Handler]:
+        """Match text messages, optionally only those a regex finds something in."""
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+
+        def matches(event: Event) -> bool:
+            if event.kind is not Kind.MESSAGE or not event.text:
+                return False
+            return regex is None or regex.search(event.text) is not None
+
+        return self._register(matches, f"text:{regex.pattern if regex else '*'}")
+
+    def on(self, kind: Kind, when: Filter | None = None) -> Callable[[Handler], Handler]:
+        """Match any event of ``kind`` (edits, callbacks, cron fires…), with an optional filter."""
+
+        def matches(event: Event) -> bool:
+            return event.kind is kind and (when is None or when(event))
+
+        return self._register(matches, f"on:{kind.value}")
+
+    def fallback(self, handler: Handler) -> Handler:
+        """Answer text and commands nothing else matched (after included routers)."""
+        self._fallback = handler
+        return handler
+
+    def middleware(self, middleware: Middleware) -> Middleware:
+        """Wrap every handler this router (and its children) resolves."""
+        self._middlewares.append(middleware)
+        return middleware
+
+    def include(self, router: Router) -> Router:
+        self._children.append(router)
+        return router
+
+    def _register(self, matches: Filter, name: str) -> Callable[[Handler], Handler]:
+        def decorator(handler: Handler) -> Handler:
+            self._routes.append(Route(handler, matches, f"{name}->{handler.__qualname__}"))
+            return handler
+
+        return decorator
+
+    # -- resolution ---------------------------------------------------------------
+
+    def resolve(self, event: Event) -> tuple[Route, list[Middleware]] | None:
+        """The route for ``event`` and the middlewares to run around it, outermost first."""
+        for route in self._routes:
+            if route.matches(event):
+                return route, list(self._middlewares)
+        for child in self._children:
+            found = child.resolve(event)
+            if found:
+                route, inner = found
+                return route, [*self._middlewares, *inner]
+        if self._fallback and event.kind in _TEXT_KINDS:
+            fallback = Route(
+                self._fallback, lambda _e: True, f"fallback->{self._fallback.__qualname__}"
+            )
+            return fallback, list(self._middlewares)
+        return None
+
+
+async def call(route: Route, middlewares: list[Middleware], ctx: Context) -> Any:
+    """Run ``route`` through ``middlewares`` (outermost first) with ``data={"ctx": ctx}``."""
+
+    async def innermost(_event: Event, data: dict[str, Any]) -> Any:
+        return await route.handler(data["ctx"])
+
+    handler: NextHandler = innermost
+    for middleware in reversed(middlewares):
+        handler = _bind(middleware, handler)
+    return await handler(ctx.event, {"ctx": ctx, "route": route.name})
+
+
+def _bind(middleware: Middleware, inner: NextHandler) -> NextHandler:
+    async def bound(event: Event, data: dict[str, Any]) -> Any:
+        return await middleware(inner, event, data)
+
+    return bound

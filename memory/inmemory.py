@@ -1,0 +1,231 @@
+"""A store that keeps everything in process memory: for tests, and as the baseline that
+``bench/pipeline.py`` measures the durable store against. It keeps the same contract
+(dedup, idempotent checkpoint, statuses) but nothing survives the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from gateway.events import Event, OutMessage
+from memory.store import (
+    UNFINISHED_INBOX,
+    UNSENT_OUTBOX,
+    DeadLetter,
+    InboxRow,
+    OutboxRow,
+    OutboxStatus,
+    Store,
+    Turn,
+)
+
+
+class MemoryStore(Store):
+    def __init__(self) -> None:
+        self._inbox: dict[str, InboxRow] = {}
+        self._touched: dict[str, float] = {}
+        self._steps: dict[tuple[str, str], str] = {}
+        self._outbox: dict[str, OutboxRow] = {}
+        self._turns: dict[str, list[Turn]] = {}
+        self._turn_keys: set[tuple[str, int]] = set()
+        self._dead: dict[str, DeadLetter] = {}
+        self._cursors: dict[str, str] = {}
+        self._seq = 0
+        self._out_seq = 0
+        self._open = False
+
+    async def open(self) -> None:
+        self._open = True
+
+    async def close(self) -> None:
+        self._open = False
+
+    async def ping(self) -> None:
+        if not self._open:
+            raise RuntimeError("store is closed")
+
+    def _check(self) -> None:
+        if not self._open:
+            raise RuntimeError("store is closed")
+
+    # -- inbox ----------------------------------------------------------------------
+
+    async def accept(
+        self, items: Sequence[tuple[Event, str]], cursors: Mapping[str, str] | None = None
+    ) -> list[InboxRow | None]:
+        self._check()
+        out: list[InboxRow | None] = []
+        now = time.time()
+        for event, conversation in items:
+            if event.key in self._inbox:
+                out.append(None)
+                continue
+            self._seq += 1
+            row = InboxRow(seq=self._seq, key=event.key, conversation=conversation, event=event)
+            self._inbox[event.key] = row
+            self._touched[event.key] = now
+            out.append(replace(row))
+        self._cursors.update(cursors or {})
+        await asyncio.sleep(0)
+        return out
+
+    async def recover(self) -> list[InboxRow]:
+        self._check()
+        for row in self._inbox.values():
+            if row.status == "running":
+                row.status = "received"
+        return [replace(r) for r in self._inbox.values() if r.status in UNFINISHED_INBOX]
+
+    async def pending(self, older_than: float) -> list[InboxRow]:
+        self._check()
+        return [
+            replace(r)
+            for r in self._inbox.values()
+            if r.status == "received" and self._touched[r.key] < older_than
+        ]
+
+    async def begin(self, row: InboxRow) -> None:
+        self._check()
+        row.attempts += 1
+        row.status = "running"
+        stored = self._inbox[row.key]
+        stored.attempts, stored.status = row.attempts, "running"
+        self._touched[row.key] = time.time()
+
+    async def checkpoint(
+        self, key: str, outbox: Sequence[OutMessage], turns: Sequence[Turn]
+    ) -> list[OutboxRow]:
+        self._check()
+        stored = self._inbox[key]
+        stored.status, stored.error, stored.retry_at = "done", None, None
+        rows = []
+        for message in outbox:
+            if message.key not in self._outbox:
+                self._out_seq += 1
+                self._outbox[message.key] = OutboxRow(
+                    seq=self._out_seq, key=message.key, event_key=key, message=message
+                )
+            rows.append(OutboxRow(seq=0, key=message.key, event_key=key, message=message))
+        now = time.time()
+        for position, turn in enumerate(turns):
+            if (key, position) in self._turn_keys:
+                continue
+            self._turn_keys.add((key, position))
+            self._turns.setdefault(turn.conversation, []).append(
+                replace(turn, event_key=key, created=now)
+            )
+        return rows
+
+    async def retry_later(self, key: str, retry_at: float, error: str) -> None:
+        self._check()
+        stored = self._inbox[key]
+        stored.status, stored.retry_at, stored.error = "retry_wait", retry_at, error
+
+    async def bury(self, letter: DeadLetter) -> None:
+        self._check()
+        stored = self._inbox[letter.key]
+        stored.status, stored.error, stored.retry_at = "dead", letter.error, None
+        self._dead[letter.key] = replace(
+            letter, snapshot=copy.deepcopy(letter.snapshot), created=time.time()
+        )
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        self._check()
+        return sorted(self._dead.values(), key=lambda d: d.created)
+
+    async def dead_letter(self, key: str) -> DeadLetter | None:
+        self._check()
+        return self._dead.get(key)
+
+    async def requeue(self, key: str) -> bool:
+        self._check()
+        row = self._inbox.get(key)
+        if row and row.status == "dead":
+            row.status, row.attempts, row.retry_at = "received", 0, None
+            self._touched[key] = time.time()
+            self._dead.pop(key, None)
+            return True
+        out = self._outbox.get(key)
+        if out and out.status in ("dead", "unknown"):
+            out.status, out.attempts, out.next_at = "pending", 0, None
+            return True
+        return False
+
+    async def inbox_row(self, key: str) -> InboxRow | None:
+        self._check()
+        row = self._inbox.get(key)
+        return replace(row) if row else None
+
+    # -- steps ----------------------------------------------------------------------
+
+    async def step(self, key: str, name: str) -> str | None:
+        self._check()
+        return self._steps.get((key, name))
+
+    async def save_step(self, key: str, name: str, result: str) -> None:
+        self._check()
+        self._steps[(key, name)] = result
+
+    async def steps(self, key: str) -> dict[str, str]:
+        self._check()
+        return {name: result for (k, name), result in self._steps.items() if k == key}
+
+    # -- outbox ---------------------------------------------------------------------
+
+    async def unsent(self) -> list[OutboxRow]:
+        self._check()
+        rows = [r for r in self._outbox.values() if r.status in UNSENT_OUTBOX]
+        return [replace(r) for r in sorted(rows, key=lambda r: r.seq)]
+
+    async def mark_outbox(
+        self,
+        key: str,
+        status: OutboxStatus,
+        *,
+        attempts: int | None = None,
+        next_at: float | None = None,
+        platform_id: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        self._check()
+        row = self._outbox[key]
+        row.status, row.next_at, row.error = status, next_at, error
+        if attempts is not None:
+            row.attempts = attempts
+        if platform_id is not None:
+            row.platform_id = platform_id
+
+    async def outbox_rows(self, event_key: str) -> list[OutboxRow]:
+        self._check()
+        rows = [r for r in self._outbox.values() if r.event_key == event_key]
+        return [replace(r) for r in sorted(rows, key=lambda r: r.seq)]
+
+    # -- memory ---------------------------------------------------------------------
+
+    async def history(self, conversation: str, limit: int) -> list[Turn]:
+        self._check()
+        return list(self._turns.get(conversation, [])[-limit:]) if limit > 0 else []
+
+    # -- cursors --------------------------------------------------------------------
+
+    async def cursor(self, name: str) -> str | None:
+        self._check()
+        return self._cursors.get(name)
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        self._check()
+        self._cursors[name] = value
+
+    async def counts(self) -> dict[str, dict[str, int]]:
+        self._check()
+        inbox: dict[str, int] = {}
+        for row in self._inbox.values():
+            inbox[row.status] = inbox.get(row.status, 0) + 1
+        outbox: dict[str, int] = {}
+        for out in self._outbox.values():
+            outbox[out.status] = outbox.get(out.status, 0) + 1
+        return {"inbox": inbox, "outbox": outbox}

@@ -1,0 +1,617 @@
+"""The embedded store: SQLite through aiosqlite, WAL, one writer with group commit.
+
+aiosqlite costs tens of microseconds per awaited call and a commit costs far more, so
+every write goes through a single writer task that gathers whatever is queued, runs it
+in ONE transaction with ``executemany`` per statement shape, and commits once. Callers
+still get their own future back, resolved only after that commit: durable-before-ack
+holds for each of them. Reads use a second connection and see committed state (WAL).
+
+Write ordering inside a batch is by *phase* (accept, begin, step, finish, outbox). A
+write is only ever submitted after the writes it depends on have committed, or sits in
+a later phase of the same batch, so grouping statements by shape never reorders
+dependent writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiosqlite
+
+from gateway.events import Event, OutMessage
+from memory.store import (
+    DeadLetter,
+    InboxRow,
+    InboxStatus,
+    OutboxRow,
+    OutboxStatus,
+    Store,
+    Turn,
+)
+
+ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
+_MAX_KEYS_PER_QUERY = 500
+
+MIGRATIONS: list[str] = [
+    # 1: the core pipeline
+    """
+    CREATE TABLE inbox (
+        seq          INTEGER PRIMARY KEY,
+        key          TEXT NOT NULL UNIQUE,
+        conversation TEXT NOT NULL,
+        payload      TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        retry_at     REAL,
+        error        TEXT,
+        created      REAL NOT NULL,
+        updated      REAL NOT NULL
+    );
+    CREATE INDEX inbox_unfinished ON inbox(status, seq)
+        WHERE status IN ('received', 'running', 'retry_wait');
+    CREATE TABLE steps (
+        event_key TEXT NOT NULL,
+        name      TEXT NOT NULL,
+        result    TEXT NOT NULL,
+        created   REAL NOT NULL,
+        PRIMARY KEY (event_key, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE outbox (
+        seq         INTEGER PRIMARY KEY,
+        key         TEXT NOT NULL UNIQUE,
+        event_key   TEXT NOT NULL,
+        platform    TEXT NOT NULL,
+        payload     TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        next_at     REAL,
+        platform_id TEXT,
+        error       TEXT,
+        created     REAL NOT NULL,
+        updated     REAL NOT NULL
+    );
+    CREATE INDEX outbox_event ON outbox(event_key);
+    CREATE INDEX outbox_unsent ON outbox(status, seq)
+        WHERE status IN ('pending', 'sending', 'retry_wait');
+    CREATE TABLE messages (
+        id           INTEGER PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        role         TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        tokens       INTEGER,
+        event_key    TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        summarized   INTEGER NOT NULL DEFAULT 0,
+        created      REAL NOT NULL,
+        UNIQUE (event_key, position)
+    );
+    CREATE INDEX messages_conversation ON messages(conversation, id);
+    CREATE TABLE dead_letters (
+        key          TEXT PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        event        TEXT NOT NULL,
+        error        TEXT NOT NULL,
+        traceback    TEXT NOT NULL,
+        snapshot     TEXT NOT NULL,
+        created      REAL NOT NULL
+    );
+    CREATE TABLE cursors (
+        name    TEXT PRIMARY KEY,
+        value   TEXT NOT NULL,
+        updated REAL NOT NULL
+    );
+    """,
+]
+
+
+@dataclass(slots=True)
+class _Accept:
+    items: Sequence[tuple[Event, str]]
+    cursors: Mapping[str, str]
+    future: asyncio.Future[list[InboxRow | None]]
+
+
+@dataclass(slots=True)
+class _Write:
+    phase: int
+    statements: list[tuple[str, Sequence[Any]]]
+    future: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class _Queue:
+    accepts: list[_Accept] = field(default_factory=list)
+    writes: list[_Write] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.accepts or self.writes)
+
+
+class SqliteStore(Store):
+    def __init__(self, path: str, *, synchronous: str = "normal") -> None:
+        self.path = path
+        self.synchronous = synchronous.upper()
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._queue = _Queue()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def open(self) -> None:
+        self._writer = await self._connect()
+        await self._migrate(self._writer)
+        self._reader = await self._connect() if self.path != ":memory:" else self._writer
+        self._closing = False
+        self._task = asyncio.create_task(self._write_loop(), name="sqlite-writer")
+
+    async def _connect(self) -> aiosqlite.Connection:
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute(f"PRAGMA synchronous={self.synchronous}")
+        await db.execute("PRAGMA busy_timeout=10000")
+        return db
+
+    async def _migrate(self, db: aiosqlite.Connection) -> None:
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            rows = await db.execute_fetchall("PRAGMA user_version")
+            version = next(iter(rows))[0]
+            if version > len(MIGRATIONS):
+                raise RuntimeError(
+                    f"{self.path}: schema version {version} is newer than this Tether "
+                    f"({len(MIGRATIONS)}); upgrade Tether"
+                )
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                for statement in filter(str.strip, script.split(";")):
+                    await db.execute(statement)
+                await db.execute(f"PRAGMA user_version={number}")
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+
+    async def close(self) -> None:
+        if self._task:
+            self._closing = True
+            self._wake.set()
+            await self._task
+            self._task = None
+        if self._reader and self._reader is not self._writer:
+            await self._reader.close()
+        if self._writer:
+            await self._writer.close()
+        self._reader = self._writer = None
+
+    async def ping(self) -> None:
+        await self._read("SELECT 1")
+
+    # -- the writer -----------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._queue = self._queue, _Queue()
+            if batch:
+                await self._flush(batch)
+            elif self._closing:
+                return
+
+    async def _flush(self, batch: _Queue) -> None:
+        db = self._writer
+        assert db is not None
+        results: list[list[InboxRow | None]] = []
+        try:
+            await db.execute("BEGIN IMMEDIATE")
+            if batch.accepts:
+                results = await self._insert_accepts(db, batch.accepts)
+            groups: dict[tuple[int, str], list[Sequence[Any]]] = {}
+            for write in sorted(batch.writes, key=lambda w: w.phase):
+                for sql, params in write.statements:
+                    groups.setdefault((write.phase, sql), []).append(params)
+            for (_phase, sql), rows in groups.items():
+                await db.executemany(sql, rows)
+            await db.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(Exception):  # the original error is what matters
+                await db.execute("ROLLBACK")
+            futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
+            futures += [w.future for w in batch.writes]
+            for future in futures:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for accept, accepted in zip(batch.accepts, results, strict=True):
+            if not accept.future.done():
+                accept.future.set_result(accepted)
+        for write in batch.writes:
+            if not write.future.done():
+                write.future.set_result(None)
+
+    async def _insert_accepts(
+        self, db: aiosqlite.Connection, accepts: list[_Accept]
+    ) -> list[list[InboxRow | None]]:
+        keys = [event.key for accept in accepts for event, _ in accept.items]
+        known: set[str] = set()
+        for start in range(0, len(keys), _MAX_KEYS_PER_QUERY):
+            chunk = keys[start : start + _MAX_KEYS_PER_QUERY]
+            marks = ",".join("?" * len(chunk))
+            rows = await db.execute_fetchall(f"SELECT key FROM inbox WHERE key IN ({marks})", chunk)
+            known.update(row[0] for row in rows)
+        top = await db.execute_fetchall("SELECT coalesce(max(seq), 0) FROM inbox")
+        seq = next(iter(top))[0]
+        now = time.time()
+        inserts: list[tuple[Any, ...]] = []
+        cursors: dict[str, str] = {}
+        results: list[list[InboxRow | None]] = []
+        for accept in accepts:
+            rows_out: list[InboxRow | None] = []
+            for event, conversation in accept.items:
+                if event.key in known:
+                    rows_out.append(None)
+                    continue
+                known.add(event.key)
+                seq += 1
+                inserts.append((seq, event.key, conversation, event.to_json(), now, now))
+                rows_out.append(
+                    InboxRow(seq=seq, key=event.key, conversation=conversation, event=event)
+                )
+            results.append(rows_out)
+            cursors.update(accept.cursors)
+        if inserts:
+            await db.executemany(
+                "INSERT INTO inbox (seq, key, conversation, payload, status, created, updated)"
+                " VALUES (?, ?, ?, ?, 'received', ?, ?)",
+                inserts,
+            )
+        if cursors:
+            await db.executemany(
+                "INSERT INTO cursors (name, value, updated) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE"
+                " SET value = excluded.value, updated = excluded.updated",
+                [(name, value, now) for name, value in cursors.items()],
+            )
+        return results
+
+    def _submit_accept(self, accept: _Accept) -> None:
+        self._check_open()
+        self._queue.accepts.append(accept)
+        self._wake.set()
+
+    async def _write(self, phase: int, *statements: tuple[str, Sequence[Any]]) -> None:
+        self._check_open()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.writes.append(_Write(phase, list(statements), future))
+        self._wake.set()
+        await future
+
+    def _check_open(self) -> None:
+        if self._task is None or self._closing:
+            raise RuntimeError("store is closed")
+
+    async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if self._reader is None:
+            raise RuntimeError("store is closed")
+        return list(await self._reader.execute_fetchall(sql, params))
+
+    # -- inbox ----------------------------------------------------------------------
+
+    async def accept(
+        self, items: Sequence[tuple[Event, str]], cursors: Mapping[str, str] | None = None
+    ) -> list[InboxRow | None]:
+        if not items and not cursors:
+            return []
+        future: asyncio.Future[list[InboxRow | None]] = asyncio.get_running_loop().create_future()
+        self._submit_accept(_Accept(items, dict(cursors or {}), future))
+        return await future
+
+    async def recover(self) -> list[InboxRow]:
+        await self._write(
+            FINISH,
+            (
+                "UPDATE inbox SET status = 'received', updated = ? WHERE status = 'running'",
+                (time.time(),),
+            ),
+        )
+        rows = await self._read(
+            "SELECT seq, key, conversation, payload, status, attempts, retry_at, error FROM inbox"
+            " WHERE status IN ('received', 'running', 'retry_wait') ORDER BY seq"
+        )
+        return [_inbox(row) for row in rows]
+
+    async def pending(self, older_than: float) -> list[InboxRow]:
+        rows = await self._read(
+            "SELECT seq, key, conversation, payload, status, attempts, retry_at, error FROM inbox"
+            " WHERE status = 'received' AND updated < ? ORDER BY seq",
+            (older_than,),
+        )
+        return [_inbox(row) for row in rows]
+
+    async def begin(self, row: InboxRow) -> None:
+        row.attempts += 1
+        row.status = "running"
+        await self._write(
+            BEGIN,
+            (
+                "UPDATE inbox SET status = 'running', attempts = ?, updated = ? WHERE key = ?",
+                (row.attempts, time.time(), row.key),
+            ),
+        )
+
+    async def checkpoint(
+        self, key: str, outbox: Sequence[OutMessage], turns: Sequence[Turn]
+    ) -> list[OutboxRow]:
+        now = time.time()
+        statements: list[tuple[str, Sequence[Any]]] = [
+            (
+                "UPDATE inbox SET status = 'done', error = NULL, retry_at = NULL, updated = ?"
+                " WHERE key = ?",
+                (now, key),
+            )
+        ]
+        rows: list[OutboxRow] = []
+        for message in outbox:
+            statements.append(
+                (
+                    "INSERT OR IGNORE INTO outbox"
+                    " (key, event_key, platform, payload, status, created, updated)"
+                    " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                    (message.key, key, message.target.platform, message.to_json(), now, now),
+                )
+            )
+            rows.append(OutboxRow(seq=0, key=message.key, event_key=key, message=message))
+        for position, turn in enumerate(turns):
+            statements.append(
+                (
+                    "INSERT OR IGNORE INTO messages"
+                    " (conversation, role, text, tokens, event_key, position, created)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (turn.conversation, turn.role, turn.text, turn.tokens, key, position, now),
+                )
+            )
+        await self._write(FINISH, *statements)
+        return rows
+
+    async def retry_later(self, key: str, retry_at: float, error: str) -> None:
+        await self._write(
+            FINISH,
+            (
+                "UPDATE inbox SET status = 'retry_wait', retry_at = ?, error = ?, updated = ?"
+                " WHERE key = ?",
+                (retry_at, error, time.time(), key),
+            ),
+        )
+
+    async def bury(self, letter: DeadLetter) -> None:
+        now = time.time()
+        await self._write(
+            FINISH,
+            (
+                "UPDATE inbox SET status = 'dead', error = ?, retry_at = NULL, updated = ?"
+                " WHERE key = ?",
+                (letter.error, now, letter.key),
+            ),
+            (
+                "INSERT OR REPLACE INTO dead_letters"
+                " (key, conversation, event, error, traceback, snapshot, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    letter.key,
+                    letter.conversation,
+                    letter.event.to_json(),
+                    letter.error,
+                    letter.traceback,
+                    json.dumps(letter.snapshot, default=str),
+                    now,
+                ),
+            ),
+        )
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        rows = await self._read(
+            "SELECT key, conversation, event, error, traceback, snapshot, created"
+            " FROM dead_letters ORDER BY created"
+        )
+        return [_dead(row) for row in rows]
+
+    async def dead_letter(self, key: str) -> DeadLetter | None:
+        rows = await self._read(
+            "SELECT key, conversation, event, error, traceback, snapshot, created"
+            " FROM dead_letters WHERE key = ?",
+            (key,),
+        )
+        return _dead(rows[0]) if rows else None
+
+    async def requeue(self, key: str) -> bool:
+        now = time.time()
+        if await self._read("SELECT 1 FROM inbox WHERE key = ? AND status = 'dead'", (key,)):
+            await self._write(
+                FINISH,
+                (
+                    "UPDATE inbox SET status = 'received', attempts = 0, retry_at = NULL,"
+                    " updated = ? WHERE key = ? AND status = 'dead'",
+                    (now, key),
+                ),
+                ("DELETE FROM dead_letters WHERE key = ?", (key,)),
+            )
+            return True
+        if await self._read(
+            "SELECT 1 FROM outbox WHERE key = ? AND status IN ('dead', 'unknown')", (key,)
+        ):
+            await self._write(
+                OUTBOX,
+                (
+                    "UPDATE outbox SET status = 'pending', attempts = 0, next_at = NULL,"
+                    " updated = ? WHERE key = ? AND status IN ('dead', 'unknown')",
+                    (now, key),
+                ),
+            )
+            return True
+        return False
+
+    async def inbox_row(self, key: str) -> InboxRow | None:
+        rows = await self._read(
+            "SELECT seq, key, conversation, payload, status, attempts, retry_at, error FROM inbox"
+            " WHERE key = ?",
+            (key,),
+        )
+        return _inbox(rows[0]) if rows else None
+
+    # -- steps ----------------------------------------------------------------------
+
+    async def step(self, key: str, name: str) -> str | None:
+        rows = await self._read(
+            "SELECT result FROM steps WHERE event_key = ? AND name = ?", (key, name)
+        )
+        return str(rows[0][0]) if rows else None
+
+    async def save_step(self, key: str, name: str, result: str) -> None:
+        await self._write(
+            STEP,
+            (
+                "INSERT OR REPLACE INTO steps (event_key, name, result, created)"
+                " VALUES (?, ?, ?, ?)",
+                (key, name, result, time.time()),
+            ),
+        )
+
+    async def steps(self, key: str) -> dict[str, str]:
+        rows = await self._read("SELECT name, result FROM steps WHERE event_key = ?", (key,))
+        return {str(name): str(result) for name, result in rows}
+
+    # -- outbox ---------------------------------------------------------------------
+
+    async def unsent(self) -> list[OutboxRow]:
+        rows = await self._read(
+            "SELECT seq, key, event_key, payload, status, attempts, next_at, platform_id, error"
+            " FROM outbox WHERE status IN ('pending', 'sending', 'retry_wait') ORDER BY seq"
+        )
+        return [_outbox(row) for row in rows]
+
+    async def mark_outbox(
+        self,
+        key: str,
+        status: OutboxStatus,
+        *,
+        attempts: int | None = None,
+        next_at: float | None = None,
+        platform_id: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        await self._write(
+            OUTBOX,
+            (
+                "UPDATE outbox SET status = ?, attempts = coalesce(?, attempts), next_at = ?,"
+                " platform_id = coalesce(?, platform_id), error = ?, updated = ? WHERE key = ?",
+                (status, attempts, next_at, platform_id, error, time.time(), key),
+            ),
+        )
+
+    async def outbox_rows(self, event_key: str) -> list[OutboxRow]:
+        rows = await self._read(
+            "SELECT seq, key, event_key, payload, status, attempts, next_at, platform_id, error"
+            " FROM outbox WHERE event_key = ? ORDER BY seq",
+            (event_key,),
+        )
+        return [_outbox(row) for row in rows]
+
+    # -- memory ---------------------------------------------------------------------
+
+    async def history(self, conversation: str, limit: int) -> list[Turn]:
+        rows = await self._read(
+            "SELECT conversation, role, text, event_key, tokens, created, summarized FROM messages"
+            " WHERE conversation = ? ORDER BY id DESC LIMIT ?",
+            (conversation, limit),
+        )
+        return [
+            Turn(
+                conversation=c,
+                role=r,
+                text=t,
+                event_key=k,
+                tokens=n,
+                created=ts,
+                summarized=bool(s),
+            )
+            for c, r, t, k, n, ts, s in reversed(rows)
+        ]
+
+    # -- cursors --------------------------------------------------------------------
+
+    async def cursor(self, name: str) -> str | None:
+        rows = await self._read("SELECT value FROM cursors WHERE name = ?", (name,))
+        return str(rows[0][0]) if rows else None
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        await self._write(
+            ACCEPT,
+            (
+                "INSERT INTO cursors (name, value, updated) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE"
+                " SET value = excluded.value, updated = excluded.updated",
+                (name, value, time.time()),
+            ),
+        )
+
+    async def counts(self) -> dict[str, dict[str, int]]:
+        inbox = await self._read("SELECT status, count(*) FROM inbox GROUP BY status")
+        outbox = await self._read("SELECT status, count(*) FROM outbox GROUP BY status")
+        return {
+            "inbox": {str(s): int(n) for s, n in inbox},
+            "outbox": {str(s): int(n) for s, n in outbox},
+        }
+
+
+def _inbox(row: Sequence[Any]) -> InboxRow:
+    seq, key, conversation, payload, status, attempts, retry_at, error = row
+    status_: InboxStatus = status
+    return InboxRow(
+        seq=seq,
+        key=key,
+        conversation=conversation,
+        event=Event.from_json(payload),
+        status=status_,
+        attempts=attempts,
+        retry_at=retry_at,
+        error=error,
+    )
+
+
+def _outbox(row: Sequence[Any]) -> OutboxRow:
+    seq, key, event_key, payload, status, attempts, next_at, platform_id, error = row
+    status_: OutboxStatus = status
+    return OutboxRow(
+        seq=seq,
+        key=key,
+        event_key=event_key,
+        message=OutMessage.from_json(payload),
+        status=status_,
+        attempts=attempts,
+        next_at=next_at,
+        platform_id=platform_id,
+        error=error,
+    )
+
+
+def _dead(row: Sequence[Any]) -> DeadLetter:
+    key, conversation, event, error, traceback, snapshot, created = row
+    return DeadLetter(
+        key=key,
+        conversation=conversation,
+        event=Event.from_json(event),
+        error=error,
+        traceback=traceback,
+        snapshot=json.loads(snapshot),
+        created=created,
+    )

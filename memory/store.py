@@ -1,0 +1,221 @@
+"""The store protocol: every durable fact Tether keeps goes through these methods.
+
+Implementations (SQLite, in-memory, PostgreSQL) share one contract test suite. Methods
+are shaped around the pipeline's transitions, not around tables, so that a backend can
+batch them (SQLite's group commit) or lock them (PostgreSQL's SKIP LOCKED) as it needs.
+
+Inbox statuses:  received → running → done | retry_wait | dead
+Outbox statuses: pending → sending → sent | retry_wait | dead | unknown
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gateway.events import Event, OutMessage
+
+InboxStatus = Literal["received", "running", "done", "retry_wait", "dead"]
+OutboxStatus = Literal["pending", "sending", "sent", "retry_wait", "dead", "unknown"]
+UNFINISHED_INBOX: tuple[InboxStatus, ...] = ("received", "running", "retry_wait")
+UNSENT_OUTBOX: tuple[OutboxStatus, ...] = ("pending", "sending", "retry_wait")
+
+
+@dataclass(slots=True)
+class InboxRow:
+    seq: int
+    key: str
+    conversation: str
+    event: Event
+    status: InboxStatus = "received"
+    attempts: int = 0
+    retry_at: float | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class OutboxRow:
+    seq: int
+    key: str
+    event_key: str
+    message: OutMessage
+    status: OutboxStatus = "pending"
+    attempts: int = 0
+    next_at: float | None = None
+    platform_id: str | None = None
+    error: str | None = None
+
+    @property
+    def platform(self) -> str:
+        return self.message.target.platform
+
+
+@dataclass(slots=True)
+class Turn:
+    """One line of conversation history; ``tokens`` is counted once, when it is written."""
+
+    conversation: str
+    role: str
+    text: str
+    event_key: str = ""
+    tokens: int | None = None
+    created: float = 0.0
+    summarized: bool = False
+
+
+@dataclass(slots=True)
+class DeadLetter:
+    key: str
+    conversation: str
+    event: Event
+    error: str
+    traceback: str
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0
+
+
+class Store(abc.ABC):
+    """Durable state behind one small interface. All methods are safe to call concurrently."""
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect and migrate the schema to the current version."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Raise if the store cannot answer a trivial query (for readiness probes)."""
+
+    # -- inbox ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def accept(
+        self, items: Sequence[tuple[Event, str]], cursors: Mapping[str, str] | None = None
+    ) -> list[InboxRow | None]:
+        """Insert-or-ignore ``(event, conversation)`` pairs and set ``cursors``, atomically.
+
+        Returns the new row for each item, or ``None`` where the key was already known.
+        Once this returns, the events are durable and the platform may be acknowledged.
+        """
+
+    @abc.abstractmethod
+    async def recover(self) -> list[InboxRow]:
+        """Put ``running`` rows back to ``received``; return every unfinished row by seq."""
+
+    @abc.abstractmethod
+    async def pending(self, older_than: float) -> list[InboxRow]:
+        """``received`` rows last touched before ``older_than`` (epoch seconds), by seq."""
+
+    @abc.abstractmethod
+    async def begin(self, row: InboxRow) -> None:
+        """Mark the row running and count the attempt (``row.attempts`` goes up by one)."""
+
+    @abc.abstractmethod
+    async def checkpoint(
+        self, key: str, outbox: Sequence[OutMessage], turns: Sequence[Turn]
+    ) -> list[OutboxRow]:
+        """ONE transaction: the inbox row done, the outbox rows, the history rows.
+
+        Idempotent: outbox keys and (event key, position) of turns are unique, so a
+        repeated checkpoint of the same event adds nothing.
+        """
+
+    @abc.abstractmethod
+    async def retry_later(self, key: str, retry_at: float, error: str) -> None: ...
+
+    @abc.abstractmethod
+    async def bury(self, letter: DeadLetter) -> None:
+        """Mark the event dead and keep its snapshot in ``dead_letters``."""
+
+    @abc.abstractmethod
+    async def dead_letters(self) -> list[DeadLetter]: ...
+
+    @abc.abstractmethod
+    async def dead_letter(self, key: str) -> DeadLetter | None: ...
+
+    @abc.abstractmethod
+    async def requeue(self, key: str) -> bool:
+        """Send a dead event (or a dead/unknown outbox row) round again; False if none."""
+
+    @abc.abstractmethod
+    async def inbox_row(self, key: str) -> InboxRow | None: ...
+
+    # -- memoized steps -------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def step(self, key: str, name: str) -> str | None:
+        """The stored JSON result of step ``name`` of event ``key``, if it completed."""
+
+    @abc.abstractmethod
+    async def save_step(self, key: str, name: str, result: str) -> None: ...
+
+    @abc.abstractmethod
+    async def steps(self, key: str) -> dict[str, str]: ...
+
+    # -- outbox ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def unsent(self) -> list[OutboxRow]:
+        """Outbox rows not yet in a final state, by seq (``sending`` ones included)."""
+
+    @abc.abstractmethod
+    async def mark_outbox(
+        self,
+        key: str,
+        status: OutboxStatus,
+        *,
+        attempts: int | None = None,
+        next_at: float | None = None,
+        platform_id: str | None = None,
+        error: str | None = None,
+    ) -> None: ...
+
+    @abc.abstractmethod
+    async def outbox_rows(self, event_key: str) -> list[OutboxRow]: ...
+
+    # -- memory ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def history(self, conversation: str, limit: int) -> list[Turn]:
+        """The newest ``limit`` turns of ``conversation``, oldest first."""
+
+    # -- cursors --------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def cursor(self, name: str) -> str | None: ...
+
+    @abc.abstractmethod
+    async def set_cursor(self, name: str, value: str) -> None: ...
+
+    # -- counts (status, metrics) ---------------------------------------------------
+
+    @abc.abstractmethod
+    async def counts(self) -> dict[str, dict[str, int]]:
+        """``{"inbox": {status: n}, "outbox": {status: n}}``."""
+
+
+def open_store(url: str, *, synchronous: str = "normal") -> Store:
+    """The store for ``memory.store``, picked by the URL's scheme."""
+    if url.startswith("sqlite://"):
+        from memory.sqlite import SqliteStore
+
+        return SqliteStore(sqlite_path(url), synchronous=synchronous)
+    if url.startswith("memory://"):
+        from memory.inmemory import MemoryStore
+
+        return MemoryStore()
+    raise ValueError(f"memory.store: unsupported store {url.split(':', 1)[0]!r}")
+
+
+def sqlite_path(url: str) -> str:
+    """``sqlite:///rel.db`` → ``rel.db``; ``sqlite:////abs.db`` → ``/abs.db``."""
+    path = url.removeprefix("sqlite://")
+    if path.startswith("/"):
+        path = path[1:]
+    return path or ":memory:"
