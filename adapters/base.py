@@ -85,6 +85,9 @@ class Adapter(abc.ABC):
     async def stop(self) -> None:
         """Stop ingress; sending may still be asked for until the outbox has flushed."""
 
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections (HTTP clients); called after the outbox has flushed."""
+
     @abc.abstractmethod
     async def send(self, message: OutMessage) -> Sent:
         """Deliver one message (already split to fit ``text_limit``)."""

@@ -7,9 +7,13 @@ printed, and collected by :func:`secrets` for the log redactor.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+_TELEGRAM_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
+_TELEGRAM_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 class Section(BaseModel):
@@ -73,8 +77,85 @@ class ConsoleConfig(Section):
     user: str = "local"
 
 
+class TelegramWebhookConfig(Section):
+    """Where Telegram posts updates in webhook mode, and the secret it must present."""
+
+    #: The public HTTPS URL Telegram posts to (it reaches ``path`` on Tether's HTTP server).
+    url: str | None = None
+    path: str = "/telegram/webhook"
+    #: Sent back by Telegram in ``X-Telegram-Bot-Api-Secret-Token``; mandatory in webhook mode.
+    secret_token: SecretStr | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value
+
+    @field_validator("secret_token")
+    @classmethod
+    def _secret_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        # Telegram's own rule; anything else is refused by setWebhook at start.
+        if value is not None and not _TELEGRAM_SECRET.fullmatch(value.get_secret_value()):
+            raise ValueError("must be 1-256 characters of A-Z, a-z, 0-9, _ and -")
+        return value
+
+
+class TelegramConfig(Section):
+    """``platforms.telegram``: present (with a token) means enabled."""
+
+    token: SecretStr
+    mode: Literal["polling", "webhook"] = "polling"
+    #: PTB's base_url, e.g. ``http://127.0.0.1:8081/bot`` for a self-hosted Bot API server.
+    base_url: str | None = None
+    webhook: TelegramWebhookConfig = TelegramWebhookConfig()
+    #: In groups, answer only commands, mentions and replies to the bot, or everything.
+    answer_groups: Literal["addressed", "all"] = "addressed"
+    #: Messages from other bots are dropped, so two agents cannot answer each other forever.
+    ignore_bots: bool = True
+    #: Resend a reply whose first send timed out (Telegram has no idempotency key: it
+    #: may then arrive twice). False marks it ``unknown`` for an operator to decide.
+    resend_unknown: bool = False
+    #: Per-chat 1/s, per-group 20/min, global 30/s. Off only for benchmarks and tests.
+    rate_limits: bool = True
+    #: Show "typing…" in a chat when a message for the bot arrives.
+    typing: bool = True
+    #: Long-poll seconds per getUpdates call.
+    poll_timeout: int = Field(default=25, ge=0, le=50)
+    allowed_updates: list[str] = ["message", "edited_message", "callback_query"]
+
+    @field_validator("token")
+    @classmethod
+    def _token_shape(cls, value: SecretStr) -> SecretStr:
+        if not _TELEGRAM_TOKEN.fullmatch(value.get_secret_value()):
+            raise ValueError("must look like '123456:ABC-DEF...' (the token from @BotFather)")
+        return value
+
+    @model_validator(mode="after")
+    def _webhook_needs_url_and_secret(self) -> Self:
+        if self.mode != "webhook":
+            return self
+        missing = [
+            key
+            for key, value in (
+                ("webhook.url", self.webhook.url),
+                ("webhook.secret_token", self.webhook.secret_token),
+            )
+            if not value
+        ]
+        if missing:
+            raise ValueError(
+                f"mode: webhook requires {' and '.join(missing)}"
+                " (the secret lets Tether reject posts that do not come from Telegram)"
+            )
+        return self
+
+
 class PlatformsConfig(Section):
     console: ConsoleConfig = ConsoleConfig()
+    #: None (absent) disables Telegram.
+    telegram: TelegramConfig | None = None
 
 
 class LoggingConfig(Section):

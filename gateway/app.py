@@ -73,6 +73,10 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
         adapters["console"] = ConsoleAdapter(
             settings.platforms.console.user, name=settings.agent.name
         )
+    if settings.platforms.telegram:
+        from adapters.telegram import TelegramAdapter
+
+        adapters["telegram"] = TelegramAdapter(settings.platforms.telegram)
     return adapters
 
 
@@ -165,6 +169,11 @@ class Gateway:
         if not await self.outbox.flush(timeout):
             log.warning("outbox.flush_timeout")
         await self.outbox.stop()
+        for adapter in self.adapters.values():
+            try:
+                await adapter.close()
+            except Exception:
+                log.exception("adapter.close_failed", platform=adapter.platform)
         if self.http:
             await self.http.stop()
         await self.store.close()
