@@ -143,8 +143,9 @@ class Gateway:
         while True:
             await asyncio.sleep(interval)
             try:
+                read_at = time.monotonic()
                 rows = await self.store.pending(time.time() - interval)
-                fresh = [row for row in rows if not self.dispatcher.knows(row.key)]
+                fresh = [row for row in rows if not self.dispatcher.knows(row.key, read_at)]
                 if fresh:
                     log.info("gateway.swept", events=len(fresh))
                     await self.dispatcher.submit(fresh)

@@ -35,7 +35,7 @@ class Dispatcher:
         self._lanes: dict[str, deque[InboxRow]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._queued: set[str] = set()
-        self._finished: OrderedDict[str, None] = OrderedDict()
+        self._finished: OrderedDict[str, float] = OrderedDict()
         self._room = asyncio.Event()
         self._running: set[str] = set()
         self._idle = asyncio.Event()
@@ -46,19 +46,24 @@ class Dispatcher:
     def depth(self) -> int:
         return len(self._queued)
 
-    def knows(self, key: str) -> bool:
-        """Queued, running, or finished by this process recently: do not submit again."""
-        return key in self._queued or key in self._finished
+    def knows(self, key: str, since: float) -> bool:
+        """Queued or running, or finished after ``since`` (``time.monotonic()``).
+
+        A sweep that read the store at ``since`` must not resubmit what finished after
+        its read: its copy of that row is stale.
+        """
+        finished = self._finished.get(key)
+        return key in self._queued or (finished is not None and finished >= since)
 
     async def submit(self, rows: Iterable[InboxRow]) -> None:
+        """Queue rows in their conversations' lanes; a row already queued is skipped."""
         for row in rows:
-            if self.knows(row.key):
-                continue
             while len(self._queued) >= self._queue_size and not self._stopping:
                 self._room.clear()
                 await self._room.wait()
-            if self.knows(row.key):
+            if row.key in self._queued:
                 continue
+            self._finished.pop(row.key, None)
             self._queued.add(row.key)
             self._idle.clear()
             lane = self._lanes.get(row.conversation)
@@ -110,7 +115,7 @@ class Dispatcher:
 
     def _done(self, key: str) -> None:
         self._queued.discard(key)
-        self._finished[key] = None
+        self._finished[key] = time.monotonic()
         if len(self._finished) > _REMEMBER_FINISHED:
             self._finished.popitem(last=False)
         metrics.LANE_DEPTH.set(len(self._queued))

@@ -1,0 +1,135 @@
+"""An in-process platform for tests and benchmarks: inject events, read back what was sent.
+
+Like Starlette's TestClient, it ships with the library so bot authors can test their
+handlers through the real pipeline and store without a chat platform::
+
+    loop = LoopbackAdapter()
+    gateway = Gateway(settings, {"loopback": loop})
+    await gateway.start()
+    await loop.say("hello", chat="42")
+    sent = await loop.wait_for_sent(1)
+
+Failures can be scripted with :meth:`fail_next`, to exercise the outbox's retry paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from adapters.base import Adapter, SendError, Sent
+from gateway.events import (
+    ChatType,
+    Conversation,
+    Event,
+    Kind,
+    OutMessage,
+    Sender,
+    Target,
+    parse_command,
+)
+from gateway.ratelimit import Limit
+
+if TYPE_CHECKING:
+    from gateway.inbox import Inbox
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    message: OutMessage
+    platform_id: str
+
+
+class LoopbackAdapter(Adapter):
+    platform = "loopback"
+
+    def __init__(
+        self,
+        *,
+        text_limit: int | None = None,
+        idempotent: bool = False,
+        limits: list[Limit] | None = None,
+    ) -> None:
+        self.text_limit = text_limit
+        self.idempotent_send = idempotent
+        self._limits = limits or []
+        self.sent: list[Delivery] = []
+        self.attempts: list[OutMessage] = []
+        self.inbox: Inbox | None = None
+        self._changed = asyncio.Condition()
+        self._failures: deque[SendError] = deque()
+        self._ids = itertools.count(1)
+        self._keys = itertools.count(1)
+
+    def limits(self, target: Target) -> list[Limit]:
+        return list(self._limits)
+
+    async def start(self, inbox: Inbox) -> None:
+        self.inbox = inbox
+
+    async def stop(self) -> None:
+        self.inbox = None
+
+    def event(
+        self,
+        text: str,
+        *,
+        chat: str = "1",
+        user: str = "u1",
+        key: str | None = None,
+        chat_type: ChatType = "dm",
+        thread: str | None = None,
+    ) -> Event:
+        """A message event as a platform adapter would normalize it."""
+        command = parse_command(text)
+        n = next(self._keys)
+        return Event(
+            key=key or f"loopback:{chat}:{n}",
+            platform=self.platform,
+            kind=Kind.COMMAND if command else Kind.MESSAGE,
+            conversation=Conversation(
+                platform=self.platform,
+                chat_id=chat,
+                thread_id=thread,
+                chat_type=chat_type,
+            ),
+            sender=Sender(id=user, name=user),
+            message_id=str(n),
+            text=text,
+            command=command[0] if command else None,
+            args=command[1] if command else "",
+        )
+
+    async def deliver(self, *events: Event) -> list[bool]:
+        """Hand events to the inbox as ingress would; True where an event was new."""
+        if self.inbox is None:
+            raise RuntimeError("adapter not started")
+        return await self.inbox.accept(list(events))
+
+    async def say(self, text: str, **kwargs: Any) -> Event:
+        event = self.event(text, **kwargs)
+        await self.deliver(event)
+        return event
+
+    def fail_next(self, *errors: SendError) -> None:
+        """The next sends raise these, in order, before sends succeed again."""
+        self._failures.extend(errors)
+
+    async def send(self, message: OutMessage) -> Sent:
+        self.attempts.append(message)
+        if self._failures:
+            raise self._failures.popleft()
+        platform_id = str(next(self._ids))
+        async with self._changed:
+            self.sent.append(Delivery(message, platform_id))
+            self._changed.notify_all()
+        return Sent(platform_id=platform_id)
+
+    async def wait_for_sent(self, count: int, timeout: float = 10.0) -> list[Delivery]:
+        """Wait until at least ``count`` messages were delivered; raise on timeout."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self.sent) >= count)
+        return list(self.sent)

@@ -1,0 +1,87 @@
+"""Shared fixtures: settings on a temp store, and a gateway running on the loopback adapter."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from adapters.loopback import LoopbackAdapter
+from config import Settings, load_text
+from gateway import logs
+from gateway.app import Gateway
+from gateway.routing import Router
+
+ROOT = Path(__file__).resolve().parent.parent
+TETHER = str(Path(sys.executable).with_name("tether"))
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def config_dict(tmp_path: Path, **sections: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "memory": {"store": f"sqlite:///{tmp_path / 'tether.db'}"},
+        "http": {"enabled": False},
+        "platforms": {"console": {"enabled": False}},
+        "pipeline": {"backoff_base": 0.01, "backoff_max": 0.05, "sweep_interval": 0.1},
+        "outbox": {"backoff_base": 0.01, "backoff_max": 0.05},
+        "logging": {"format": "json"},
+    }
+    return merge(base, sections)
+
+
+def make_settings(tmp_path: Path, **sections: Any) -> Settings:
+    return load_text(yaml.safe_dump(config_dict(tmp_path, **sections)))
+
+
+def write_config(tmp_path: Path, **sections: Any) -> Path:
+    path = tmp_path / "tether.yaml"
+    path.write_text(yaml.safe_dump(config_dict(tmp_path, **sections)))
+    return path
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a `tether` subprocess that can import the tests' plugins."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def running(
+    settings: Settings, router: Router | None = None, adapter: LoopbackAdapter | None = None
+) -> AsyncIterator[tuple[Gateway, LoopbackAdapter]]:
+    adapter = adapter or LoopbackAdapter()
+    gateway = Gateway(settings, {"loopback": adapter}, router=router)
+    await gateway.start()
+    try:
+        yield gateway, adapter
+    finally:
+        await gateway.stop()
+
+
+@pytest.fixture(autouse=True)
+def _logging() -> None:
+    """Log to this test's captured stderr (a CLI call in an earlier test may have
+    pointed structlog at a stream that is closed now)."""
+    logs.configure("info", "json", stream=sys.stderr)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path)

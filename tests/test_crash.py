@@ -1,0 +1,107 @@
+"""kill -9 while a handler is blocked: the restart finishes the event exactly once.
+
+A real `tether` subprocess runs the blocking plugin (tests/plugins/blocking.py). The
+test holds the handler on a Unix socket, SIGKILLs the process, restarts it and lets the
+handler go: the reply comes once, the outbox has one row, and the memoized step's side
+effect happened once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TETHER, subprocess_env, write_config
+
+
+class Handlers:
+    """The test's end of the blocking plugin's socket."""
+
+    def __init__(self) -> None:
+        self.entered: asyncio.Queue[tuple[str, asyncio.StreamWriter]] = asyncio.Queue()
+
+    async def on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line = (await reader.readline()).decode().strip()
+        await self.entered.put((line, writer))
+
+
+@asynccontextmanager
+async def control_socket(path: Path) -> AsyncIterator[Handlers]:
+    handlers = Handlers()
+    server = await asyncio.start_unix_server(handlers.on_connect, path=str(path))
+    try:
+        yield handlers
+    finally:
+        server.close()
+
+
+async def spawn(command: str, config: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        TETHER,
+        command,
+        "-c",
+        str(config),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("command", ["chat", "run"])
+async def test_sigkill_while_handler_blocked_finishes_exactly_once(
+    tmp_path: Path, command: str
+) -> None:
+    config = write_config(
+        tmp_path,
+        plugins=["tests.plugins.blocking:router"],
+        platforms={"console": {"enabled": True}},
+    )
+    sock = tmp_path / "ctl.sock"
+    env = subprocess_env(TETHER_TEST_DIR=str(tmp_path), TETHER_TEST_SOCKET=str(sock))
+
+    async with control_socket(sock) as handlers:
+        first = await spawn(command, config, env)
+        assert first.stdin is not None
+        first.stdin.write(b"block\n")
+        await first.stdin.drain()
+        line, _writer = await asyncio.wait_for(handlers.entered.get(), 30)
+        assert line == "entered 1"
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+
+        with sqlite3.connect(tmp_path / "tether.db") as db:
+            assert db.execute("SELECT status, attempts FROM inbox").fetchall() == [("running", 1)]
+            assert db.execute("SELECT count(*) FROM outbox").fetchone() == (0,)
+        assert (tmp_path / "side_effects").read_text() == "ran\n"
+
+        second = await spawn(command, config, env)
+        assert second.stdin is not None and second.stdout is not None
+        if command == "chat":
+            second.stdin.close()  # EOF: chat drains what was recovered, then exits
+        line, writer = await asyncio.wait_for(handlers.entered.get(), 30)
+        assert line == "entered 2"
+        writer.write(b"go\n")
+        await writer.drain()
+        reply = await asyncio.wait_for(second.stdout.readline(), 30)
+        assert reply == b"done:value-from-step\n"
+        if command == "run":
+            second.send_signal(signal.SIGTERM)  # graceful stop
+        out, err = await asyncio.wait_for(second.communicate(), 60)
+        assert second.returncode == 0, err.decode()[-2000:]
+        assert out == b""  # nothing more was printed: one reply
+
+    assert (tmp_path / "side_effects").read_text() == "ran\n"  # the step did not run again
+    with sqlite3.connect(tmp_path / "tether.db") as db:
+        assert db.execute("SELECT status, attempts FROM inbox").fetchall() == [("done", 2)]
+        assert db.execute("SELECT key, status FROM outbox").fetchall() == [
+            (db.execute("SELECT key FROM inbox").fetchone()[0] + "#0", "sent")
+        ]
+        assert db.execute("SELECT count(*) FROM steps").fetchone() == (1,)
+    assert b"step.cached" in err and b"gateway.recovered" in err
