@@ -1,10 +1,11 @@
-"""The embedded store: SQLite through aiosqlite, WAL, one writer with group commit.
+"""The embedded store: SQLite in WAL mode, one writer with group commit.
 
-aiosqlite costs tens of microseconds per awaited call and a commit costs far more, so
-every write goes through a single writer task that gathers whatever is queued, runs it
-in ONE transaction with ``executemany`` per statement shape, and commits once. Callers
-still get their own future back, resolved only after that commit: durable-before-ack
-holds for each of them. Reads use a second connection and see committed state (WAL).
+Every awaited aiosqlite call is a thread hop (~100 µs here) and a commit costs far more,
+so every write goes through a single writer task that gathers whatever is queued and
+runs it as ONE function on the writer's own thread: one transaction, ``executemany``
+per statement shape, one commit, one hop. Callers still get their own future back,
+resolved only after that commit: durable-before-ack holds for each of them. Reads go
+through aiosqlite on a second connection and see committed state (WAL).
 
 Write ordering inside a batch is by *phase* (accept, begin, step, finish, outbox). A
 write is only ever submitted after the writes it depends on have committed, or sits in
@@ -15,14 +16,18 @@ dependent writes.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import json
+import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
+import structlog
 
 from gateway.events import Event, OutMessage
 from memory.store import (
@@ -36,6 +41,8 @@ from memory.store import (
 )
 
 ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
+log = structlog.get_logger("tether.sqlite")
+T = TypeVar("T")
 _MAX_KEYS_PER_QUERY = 500
 
 MIGRATIONS: list[str] = [
@@ -112,7 +119,7 @@ MIGRATIONS: list[str] = [
 
 @dataclass(slots=True)
 class _Accept:
-    items: Sequence[tuple[Event, str]]
+    items: Sequence[tuple[Event, str, str]]  # event, conversation, serialized payload
     cursors: Mapping[str, str]
     future: asyncio.Future[list[InboxRow | None]]
 
@@ -137,7 +144,12 @@ class SqliteStore(Store):
     def __init__(self, path: str, *, synchronous: str = "normal") -> None:
         self.path = path
         self.synchronous = synchronous.upper()
-        self._writer: aiosqlite.Connection | None = None
+        # The shared-cache URI lets the reader see an in-memory database too.
+        self._uri = (
+            f"file:tether-{id(self)}?mode=memory&cache=shared" if path == ":memory:" else None
+        )
+        self._writer: sqlite3.Connection | None = None
+        self._thread: concurrent.futures.ThreadPoolExecutor | None = None
         self._reader: aiosqlite.Connection | None = None
         self._queue = _Queue()
         self._wake = asyncio.Event()
@@ -147,24 +159,34 @@ class SqliteStore(Store):
     # -- lifecycle ------------------------------------------------------------------
 
     async def open(self) -> None:
-        self._writer = await self._connect()
-        await self._migrate(self._writer)
-        self._reader = await self._connect() if self.path != ":memory:" else self._writer
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+        self._writer = await self._on_writer(self._connect_writer)
+        await self._on_writer(self._migrate)
+        self._reader = await aiosqlite.connect(self._uri or self.path, uri=bool(self._uri))
+        await self._reader.execute("PRAGMA busy_timeout=10000")
         self._closing = False
         self._task = asyncio.create_task(self._write_loop(), name="sqlite-writer")
 
-    async def _connect(self) -> aiosqlite.Connection:
-        db = await aiosqlite.connect(self.path, isolation_level=None)
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute(f"PRAGMA synchronous={self.synchronous}")
-        await db.execute("PRAGMA busy_timeout=10000")
+    async def _on_writer(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the writer's own thread: one hop, however many statements."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
+
+    def _connect_writer(self) -> sqlite3.Connection:
+        db = sqlite3.connect(
+            self._uri or self.path, uri=bool(self._uri), isolation_level=None,
+            check_same_thread=False,
+        )  # fmt: skip
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={self.synchronous}")
+        db.execute("PRAGMA busy_timeout=10000")
         return db
 
-    async def _migrate(self, db: aiosqlite.Connection) -> None:
-        await db.execute("BEGIN IMMEDIATE")
+    def _migrate(self) -> None:
+        db = self._writer
+        assert db is not None
+        db.execute("BEGIN IMMEDIATE")
         try:
-            rows = await db.execute_fetchall("PRAGMA user_version")
-            version = next(iter(rows))[0]
+            version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > len(MIGRATIONS):
                 raise RuntimeError(
                     f"{self.path}: schema version {version} is newer than this Tether "
@@ -172,11 +194,11 @@ class SqliteStore(Store):
                 )
             for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
                 for statement in filter(str.strip, script.split(";")):
-                    await db.execute(statement)
-                await db.execute(f"PRAGMA user_version={number}")
-            await db.execute("COMMIT")
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version={number}")
+            db.execute("COMMIT")
         except BaseException:
-            await db.execute("ROLLBACK")
+            db.execute("ROLLBACK")
             raise
 
     async def close(self) -> None:
@@ -185,11 +207,15 @@ class SqliteStore(Store):
             self._wake.set()
             await self._task
             self._task = None
-        if self._reader and self._reader is not self._writer:
+        if self._reader:
             await self._reader.close()
+            self._reader = None
         if self._writer:
-            await self._writer.close()
-        self._reader = self._writer = None
+            await self._on_writer(self._writer.close)
+            self._writer = None
+        if self._thread:
+            self._thread.shutdown()
+            self._thread = None
 
     async def ping(self) -> None:
         await self._read("SELECT 1")
@@ -198,85 +224,86 @@ class SqliteStore(Store):
 
     async def _write_loop(self) -> None:
         while True:
-            await self._wake.wait()
-            self._wake.clear()
+            if not self._queue:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
             batch, self._queue = self._queue, _Queue()
-            if batch:
-                await self._flush(batch)
-            elif self._closing:
-                return
+            try:
+                results = await self._on_writer(functools.partial(self._commit, batch))
+            except Exception as exc:
+                futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
+                futures += [w.future for w in batch.writes]
+                for future in futures:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for accept, accepted in zip(batch.accepts, results, strict=True):
+                if not accept.future.done():
+                    accept.future.set_result(accepted)
+            for write in batch.writes:
+                if not write.future.done():
+                    write.future.set_result(None)
 
-    async def _flush(self, batch: _Queue) -> None:
+    def _commit(self, batch: _Queue) -> list[list[InboxRow | None]]:
+        """One group commit, on the writer thread: every queued write in ONE transaction."""
         db = self._writer
         assert db is not None
-        results: list[list[InboxRow | None]] = []
+        db.execute("BEGIN IMMEDIATE")
         try:
-            await db.execute("BEGIN IMMEDIATE")
-            if batch.accepts:
-                results = await self._insert_accepts(db, batch.accepts)
+            results = self._insert_accepts(db, batch.accepts) if batch.accepts else []
             groups: dict[tuple[int, str], list[Sequence[Any]]] = {}
             for write in sorted(batch.writes, key=lambda w: w.phase):
                 for sql, params in write.statements:
                     groups.setdefault((write.phase, sql), []).append(params)
             for (_phase, sql), rows in groups.items():
-                await db.executemany(sql, rows)
-            await db.execute("COMMIT")
-        except BaseException as exc:
+                db.executemany(sql, rows)
+            db.execute("COMMIT")
+        except BaseException:
             with contextlib.suppress(Exception):  # the original error is what matters
-                await db.execute("ROLLBACK")
-            futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
-            futures += [w.future for w in batch.writes]
-            for future in futures:
-                if not future.done():
-                    future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for accept, accepted in zip(batch.accepts, results, strict=True):
-            if not accept.future.done():
-                accept.future.set_result(accepted)
-        for write in batch.writes:
-            if not write.future.done():
-                write.future.set_result(None)
+                db.execute("ROLLBACK")
+            raise
+        return results
 
-    async def _insert_accepts(
-        self, db: aiosqlite.Connection, accepts: list[_Accept]
+    def _insert_accepts(
+        self, db: sqlite3.Connection, accepts: list[_Accept]
     ) -> list[list[InboxRow | None]]:
-        keys = [event.key for accept in accepts for event, _ in accept.items]
+        keys = [item[0].key for accept in accepts for item in accept.items]
         known: set[str] = set()
         for start in range(0, len(keys), _MAX_KEYS_PER_QUERY):
             chunk = keys[start : start + _MAX_KEYS_PER_QUERY]
             marks = ",".join("?" * len(chunk))
-            rows = await db.execute_fetchall(f"SELECT key FROM inbox WHERE key IN ({marks})", chunk)
-            known.update(row[0] for row in rows)
-        top = await db.execute_fetchall("SELECT coalesce(max(seq), 0) FROM inbox")
-        seq = next(iter(top))[0]
+            rows = db.execute(f"SELECT key FROM inbox WHERE key IN ({marks})", chunk)
+            known.update(key for (key,) in rows)
+        seq = db.execute("SELECT coalesce(max(seq), 0) FROM inbox").fetchone()[0]
         now = time.time()
         inserts: list[tuple[Any, ...]] = []
         cursors: dict[str, str] = {}
         results: list[list[InboxRow | None]] = []
         for accept in accepts:
             rows_out: list[InboxRow | None] = []
-            for event, conversation in accept.items:
+            for event, conversation, payload in accept.items:
                 if event.key in known:
                     rows_out.append(None)
                     continue
                 known.add(event.key)
                 seq += 1
-                inserts.append((seq, event.key, conversation, event.to_json(), now, now))
+                inserts.append((seq, event.key, conversation, payload, now, now))
                 rows_out.append(
                     InboxRow(seq=seq, key=event.key, conversation=conversation, event=event)
                 )
             results.append(rows_out)
             cursors.update(accept.cursors)
         if inserts:
-            await db.executemany(
+            db.executemany(
                 "INSERT INTO inbox (seq, key, conversation, payload, status, created, updated)"
                 " VALUES (?, ?, ?, ?, 'received', ?, ?)",
                 inserts,
             )
         if cursors:
-            await db.executemany(
+            db.executemany(
                 "INSERT INTO cursors (name, value, updated) VALUES (?, ?, ?)"
                 " ON CONFLICT (name) DO UPDATE"
                 " SET value = excluded.value, updated = excluded.updated",
@@ -290,11 +317,26 @@ class SqliteStore(Store):
         self._wake.set()
 
     async def _write(self, phase: int, *statements: tuple[str, Sequence[Any]]) -> None:
+        """Queue statements for the next group commit and wait until it has committed."""
+        await self._enqueue(phase, statements)
+
+    def _post(self, phase: int, *statements: tuple[str, Sequence[Any]]) -> None:
+        """Queue statements for the next group commit without waiting for it.
+
+        For writes that need not be durable before the caller goes on: the writer keeps
+        them ordered before anything submitted later, and a crash before the commit
+        leaves the row as it was, which recovery already handles.
+        """
+        self._enqueue(phase, statements).add_done_callback(_log_failure)
+
+    def _enqueue(
+        self, phase: int, statements: Sequence[tuple[str, Sequence[Any]]]
+    ) -> asyncio.Future[None]:
         self._check_open()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.writes.append(_Write(phase, list(statements), future))
         self._wake.set()
-        await future
+        return future
 
     def _check_open(self) -> None:
         if self._task is None or self._closing:
@@ -313,7 +355,9 @@ class SqliteStore(Store):
         if not items and not cursors:
             return []
         future: asyncio.Future[list[InboxRow | None]] = asyncio.get_running_loop().create_future()
-        self._submit_accept(_Accept(items, dict(cursors or {}), future))
+        # Serialize here, on the event loop, so the writer thread only runs SQL.
+        prepared = [(event, conversation, event.to_json()) for event, conversation in items]
+        self._submit_accept(_Accept(prepared, dict(cursors or {}), future))
         return await future
 
     async def recover(self) -> list[InboxRow]:
@@ -339,9 +383,11 @@ class SqliteStore(Store):
         return [_inbox(row) for row in rows]
 
     async def begin(self, row: InboxRow) -> None:
+        # Not awaited: the handler may start before this commits. A crash before it
+        # leaves the row 'received' with one attempt fewer, which recovery runs anyway.
         row.attempts += 1
         row.status = "running"
-        await self._write(
+        self._post(
             BEGIN,
             (
                 "UPDATE inbox SET status = 'running', attempts = ?, updated = ? WHERE key = ?",
@@ -571,6 +617,11 @@ class SqliteStore(Store):
             "inbox": {str(s): int(n) for s, n in inbox},
             "outbox": {str(s): int(n) for s, n in outbox},
         }
+
+
+def _log_failure(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("store.write_failed", error=repr(future.exception()))
 
 
 def _inbox(row: Sequence[Any]) -> InboxRow:

@@ -114,7 +114,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def begin(self, row: InboxRow) -> None:
-        """Mark the row running and count the attempt (``row.attempts`` goes up by one)."""
+        """Mark the row running and count the attempt (``row.attempts`` goes up by one).
+
+        Need not be durable on return, but must be ordered before every later write
+        for the same event (its steps, its checkpoint).
+        """
 
     @abc.abstractmethod
     async def checkpoint(

@@ -1,0 +1,121 @@
+"""Pipeline throughput and accept→sent latency: durable SQLite file vs in-memory store.
+
+10,000 events over 100 conversations through the full gateway (inbox, dispatcher,
+pipeline, checkpoint, outbox) with the echo agent and the loopback adapter, fed in
+batches of 100 as a poller would, with the dispatcher's backpressure. The in-memory
+store run is the baseline measured in the same process; the ratio is what durability
+costs. Logs go to a file at info level, as in production.
+
+    python bench/pipeline.py [--events N] [--conversations N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from adapters.base import Sent
+from adapters.loopback import LoopbackAdapter
+from config import load_text
+from gateway import logs
+from gateway.app import Gateway
+from gateway.events import OutMessage
+
+
+class TimedAdapter(LoopbackAdapter):
+    """Records when each reply reached the platform."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent_at: dict[str, float] = {}
+        self.done = asyncio.Event()
+        self.expected = 0
+
+    async def send(self, message: OutMessage) -> Sent:
+        self.sent_at[message.key.rsplit("#", 1)[0]] = time.perf_counter()
+        if len(self.sent_at) >= self.expected:
+            self.done.set()
+        return Sent(platform_id=str(len(self.sent_at)))
+
+
+async def run_once(store_url: str, events: int, conversations: int) -> dict[str, Any]:
+    settings = load_text(
+        json.dumps(
+            {
+                "memory": {"store": store_url},
+                "http": {"enabled": False},
+                "platforms": {"console": {"enabled": False}},
+                "pipeline": {"concurrency": 64, "queue_size": 2000},
+            }
+        )
+    )
+    adapter = TimedAdapter()
+    adapter.expected = events
+    gateway = Gateway(settings, {"loopback": adapter})
+    await gateway.start()
+    accepted_at: dict[str, float] = {}
+    started = time.perf_counter()
+    batch = 100
+    for first in range(0, events, batch):
+        chunk = [
+            adapter.event(f"message {n}", chat=str(n % conversations), key=f"bench:{n}")
+            for n in range(first, min(first + batch, events))
+        ]
+        now = time.perf_counter()
+        for event in chunk:
+            accepted_at[event.key] = now
+        await adapter.deliver(*chunk)
+    await asyncio.wait_for(adapter.done.wait(), 300)
+    elapsed = time.perf_counter() - started
+    await gateway.stop()
+    latencies = sorted((adapter.sent_at[k] - accepted_at[k]) * 1000 for k in accepted_at)
+    return {
+        "events": events,
+        "seconds": round(elapsed, 3),
+        "events_per_s": round(events / elapsed),
+        "latency_ms_p50": round(statistics.median(latencies), 2),
+        "latency_ms_p99": round(latencies[int(len(latencies) * 0.99) - 1], 2),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument("--conversations", type=int, default=100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        log_file = open(os.path.join(tmp, "bench.log"), "w", encoding="utf-8")  # noqa: SIM115
+        logs.configure("info", "json", stream=log_file)
+        memory = await run_once("memory://", args.events, args.conversations)
+        durable = await run_once(f"sqlite:///{tmp}/bench.db", args.events, args.conversations)
+        log_lines = sum(1 for _ in open(os.path.join(tmp, "bench.log"), encoding="utf-8"))
+        log_file.close()
+    print(
+        json.dumps(
+            {
+                "benchmark": "pipeline",
+                "conversations": args.conversations,
+                "agent": "echo",
+                "durable_sqlite": durable,
+                "in_memory": memory,
+                "durable_over_memory": round(durable["events_per_s"] / memory["events_per_s"], 3),
+                "log_lines": log_lines,
+                "target": {"durable_events_per_s": 3000, "durable_over_memory": 0.5},
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
