@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -88,18 +87,19 @@ async def run_once(store_url: str, events: int, conversations: int) -> dict[str,
     }
 
 
-async def main() -> None:
+def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--conversations", type=int, default=100)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        log_file = open(os.path.join(tmp, "bench.log"), "w", encoding="utf-8")  # noqa: SIM115
-        logs.configure("info", "json", stream=log_file)
-        memory = await run_once("memory://", args.events, args.conversations)
-        durable = await run_once(f"sqlite:///{tmp}/bench.db", args.events, args.conversations)
-        log_lines = sum(1 for _ in open(os.path.join(tmp, "bench.log"), encoding="utf-8"))
-        log_file.close()
+        log_path = Path(tmp) / "bench.log"
+        with log_path.open("w", encoding="utf-8") as log_file:
+            logs.configure("info", "json", stream=log_file)
+            memory = asyncio.run(run_once("memory://", args.events, args.conversations))
+            durable_url = f"sqlite:///{tmp}/bench.db"
+            durable = asyncio.run(run_once(durable_url, args.events, args.conversations))
+        log_lines = len(log_path.read_text(encoding="utf-8").splitlines())
     print(
         json.dumps(
             {
@@ -118,4 +118,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

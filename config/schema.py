@@ -25,23 +25,24 @@ class Section(BaseModel):
 class AgentConfig(Section):
     name: str = "Tether"
     persona: str = "You are a helpful assistant."
-    handler: Literal["echo", "llm"] = "echo"
+    #: What answers when no plugin handler matched. (``llm`` arrives with the LLM agent.)
+    handler: Literal["echo"] = "echo"
     group_sessions: Literal["per_user", "shared"] = "per_user"
 
 
 class MemoryConfig(Section):
+    #: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or ``memory://`` (nothing kept).
     store: str = "sqlite:///tether.db"
-    history_tokens: int = Field(default=4000, gt=0)
-    task_token_budget: int = Field(default=50_000, gt=0)
+    #: ``normal`` survives a process crash (kill -9); ``full`` also survives power loss,
+    #: at the cost of an fsync per group commit.
     sqlite_synchronous: Literal["normal", "full"] = "normal"
 
     @field_validator("store")
     @classmethod
     def _known_scheme(cls, value: str) -> str:
-        if not value.startswith(("sqlite://", "memory://", "postgresql://", "postgres://")):
+        if not value.startswith(("sqlite://", "memory://")):
             raise ValueError(
-                "must start with sqlite:///, postgresql:// or memory:// "
-                f"(got {value.split(':', 1)[0]!r})"
+                f"must start with sqlite:/// or memory:// (got {value.split(':', 1)[0]!r})"
             )
         return value
 

@@ -31,7 +31,7 @@ def check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tupl
         ),
         ("agent:\n  name: ${TETHER_SURELY_UNSET}\n", "agent.name: environment variable"),
         ("plugins:\n  - ok\n  - ${TETHER_SURELY_UNSET}\n", "plugins[1]: environment variable"),
-        ("memory:\n  store: mysql://x\n", "memory.store: Value error, must start with"),
+        ("memory:\n  store: mysql://x\n", "memory.store: Value error, must start with sqlite:///"),
         ("- just\n- a list\n", "the top level must be a mapping"),
         ("agent: [unclosed\n", "invalid YAML"),
     ],
