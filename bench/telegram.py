@@ -1,0 +1,194 @@
+"""Telegram throughput: plain python-telegram-bot vs Tether's adapter on the durable pipeline.
+
+Both are fed the same 5,000 text updates from 100 chats by the same fake Bot API
+(tests/fakes/telegram_api.py, in its own process so it does not share a CPU with the
+contestant) and both answer each with an echo that quotes the message. Outbound rate
+limits are off in both (PTB has none unless you add AIORateLimiter; Tether's are
+``platforms.telegram.rate_limits: false``). The clock is the fake's: from the first
+non-empty getUpdates answer to the 5,000th sendMessage it received.
+
+- ``ptb``: a plain ``Application`` (Updater polling, one ``MessageHandler``, in memory,
+  default settings, so updates are handled one at a time). PTB confirms each batch
+  before handling it: a crash loses it.
+- ``tether``: ``tether run``'s Gateway with the Telegram adapter, SQLite store (WAL,
+  ``synchronous=normal``), every update committed before its offset is confirmed and
+  every reply an outbox row before it is sent.
+- References (not the target): ``ptb_concurrent`` is PTB with ``concurrent_updates(True)``;
+  ``ptb_aiohttp[_concurrent]`` is PTB on Tether's aiohttp transport
+  (adapters/telegram_http.py), to show how much of the gap is the HTTP client.
+
+Prints one JSON object. Usage: ``python bench/telegram.py [--updates N] [--chats N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+# This file is named telegram.py: its directory must not shadow the `telegram` package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT))
+
+from config import load_text  # noqa: E402
+from gateway import logs  # noqa: E402
+from gateway.app import Gateway, build_adapters  # noqa: E402
+
+_SINK = open(os.devnull, "w")  # noqa: SIM115 - log lines are rendered, then dropped
+
+
+class FakeServer:
+    """The fake Bot API in a child process, driven through its /_fake control routes."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.telegram_api", "--port", "0"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        hello = json.loads(self.proc.stdout.readline())
+        self.port: int = hello["port"]
+        self.token: str = hello["token"]
+        self.base_url = f"http://127.0.0.1:{self.port}/bot"
+
+    async def load(self, updates: int, chats: int) -> None:
+        async with aiohttp.ClientSession() as session:
+            url = f"http://127.0.0.1:{self.port}/_fake/load"
+            async with session.post(url, json={"updates": updates, "chats": chats}) as resp:
+                resp.raise_for_status()
+
+    async def wait(self, count: int) -> dict[str, Any]:
+        timeout = aiohttp.ClientTimeout(total=900)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            url = f"http://127.0.0.1:{self.port}/_fake/wait?count={count}"
+            async with session.get(url) as resp:
+                resp.raise_for_status()
+                result: dict[str, Any] = await resp.json()
+                return result
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+async def run_ptb(
+    fake: FakeServer, updates: int, *, concurrent: bool = False, aiohttp_transport: bool = False
+) -> dict[str, Any]:
+    from telegram import Update
+    from telegram.ext import Application, ContextTypes, MessageHandler, filters
+
+    async def echo(update: Update, _context: ContextTypes.DEFAULT_TYPE) -> None:
+        assert update.message is not None and update.message.text is not None
+        await update.message.reply_text(update.message.text, do_quote=True)
+
+    builder = Application.builder().token(fake.token).base_url(fake.base_url)
+    if concurrent:
+        builder = builder.concurrent_updates(True)
+    if aiohttp_transport:
+        from adapters.telegram_http import AiohttpRequest
+
+        builder = builder.request(AiohttpRequest()).get_updates_request(
+            AiohttpRequest(connection_pool_size=1)
+        )
+    app = builder.build()
+    app.add_handler(MessageHandler(filters.TEXT, echo))
+    async with app:
+        await app.start()
+        assert app.updater is not None
+        await app.updater.start_polling(timeout=1, poll_interval=0)
+        result = await fake.wait(updates)
+        await app.updater.stop()
+        await app.stop()
+    return result
+
+
+async def run_tether(fake: FakeServer, updates: int, log_level: str) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        config = {
+            "memory": {"store": f"sqlite:///{Path(tmp) / 'bench.db'}"},
+            "http": {"enabled": False},
+            "platforms": {
+                "console": {"enabled": False},
+                "telegram": {
+                    "token": fake.token,
+                    "base_url": fake.base_url,
+                    "poll_timeout": 1,
+                    "rate_limits": False,
+                },
+            },
+            "logging": {"level": log_level, "format": "json"},
+        }
+        settings = load_text(yaml.safe_dump(config))
+        logs.configure(settings.logging.level, "json", settings.secrets(), _SINK)
+        gateway = Gateway(settings, build_adapters(settings))
+        await gateway.start()
+        try:
+            result = await fake.wait(updates)
+        finally:
+            await gateway.stop()
+        return result
+
+
+def rate(result: dict[str, Any], updates: int) -> float:
+    seconds = result["last_sent_at"] - result["first_batch_at"]
+    return round(updates / seconds, 1)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--updates", type=int, default=5000)
+    parser.add_argument("--chats", type=int, default=100)
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning"],
+        help="Tether's logging.level (lines are rendered as JSON into /dev/null)",
+    )
+    parser.add_argument("--no-reference", action="store_true", help="skip ptb_concurrent")
+    args = parser.parse_args()
+
+    fake = FakeServer()
+    out: dict[str, Any] = {"updates": args.updates, "chats": args.chats}
+    try:
+        contestants: list[tuple[str, Any]] = [
+            ("ptb", lambda: run_ptb(fake, args.updates)),
+            ("tether", lambda: run_tether(fake, args.updates, args.log_level)),
+        ]
+        if not args.no_reference:
+            contestants += [
+                ("ptb_concurrent", lambda: run_ptb(fake, args.updates, concurrent=True)),
+                ("ptb_aiohttp", lambda: run_ptb(fake, args.updates, aiohttp_transport=True)),
+                (
+                    "ptb_aiohttp_concurrent",
+                    lambda: run_ptb(fake, args.updates, concurrent=True, aiohttp_transport=True),
+                ),
+            ]
+        for name, run in contestants:
+            await fake.load(args.updates, args.chats)
+            started = time.perf_counter()
+            result = await run()
+            out[f"{name}_updates_per_s"] = rate(result, args.updates)
+            out[f"{name}_wall_s"] = round(time.perf_counter() - started, 2)
+            out[f"{name}_api_calls"] = result["calls"]
+    finally:
+        fake.close()
+    out["ratio_tether_vs_ptb"] = round(out["tether_updates_per_s"] / out["ptb_updates_per_s"], 2)
+    out["tether_log_level"] = args.log_level
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

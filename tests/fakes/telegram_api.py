@@ -1,0 +1,444 @@
+"""A fake Telegram Bot API on 127.0.0.1, for driving the real python-telegram-bot client.
+
+Point PTB at it with ``base_url=fake.base_url``. It keeps a queue of updates and confirms
+them the way Telegram does (a getUpdates offset above an update_id confirms it), long-polls
+for up to the ``timeout`` it is given, records every call and every offset it saw, and
+can be told to fail the next call of a method (429 with retry_after, a 400, a 409, or a
+dropped connection). Waiting is on a condition, never on sleeps: ``await
+fake.wait_for(lambda: len(fake.sent) >= 3)``.
+
+PTB 22 posts ``application/x-www-form-urlencoded`` (every value a string, nested values
+JSON-encoded); other clients post JSON. Both are accepted.
+
+``python -m tests.fakes.telegram_api --port N`` runs it standalone with the ``/_fake``
+control routes the benchmark uses (load N updates, wait for N sends).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+TOKEN = "123456:TEST-token_abcdefghijklmnopqrstuvwxyz"
+BOT_ID = 123456
+USERNAME = "tether_test_bot"
+
+# Fields PTB sends JSON-encoded inside form values; everything else stays a string
+# (so a text of "42" is not turned into a number).
+_JSON_FIELDS = frozenset(
+    {
+        "offset",
+        "limit",
+        "timeout",
+        "chat_id",
+        "message_thread_id",
+        "reply_parameters",
+        "allowed_updates",
+        "drop_pending_updates",
+        "reply_markup",
+        "entities",
+        "link_preview_options",
+        "max_connections",
+        "show_alert",
+        "cache_time",
+        "disable_notification",
+    }
+)
+_MENTION = re.compile(r"@[A-Za-z0-9_]{3,}")
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+    status: int = 200
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Failure:
+    status: int
+    description: str
+    retry_after: int | None = None
+    drop: bool = False  # close the connection without answering
+
+
+def utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+class FakeTelegram:
+    def __init__(self, token: str = TOKEN, username: str = USERNAME) -> None:
+        self.token = token
+        self.bot_id = int(token.split(":", 1)[0])
+        self.username = username
+        self.pending: list[dict[str, Any]] = []  # unconfirmed updates, by update_id
+        self.confirmed: list[int] = []
+        self.offsets: list[int | None] = []  # every getUpdates offset, in order
+        self.calls: list[Call] = []
+        self.sent: list[dict[str, Any]] = []  # successful sendMessage params, in order
+        self.webhook: dict[str, Any] | None = None
+        #: Called with each getUpdates offset before it confirms anything (tests inspect
+        #: the client's state at the moment it acknowledges a batch).
+        self.on_poll: Callable[[int | None], None] | None = None
+        self._closing = False
+        self._waiters = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.failures: dict[str, deque[Failure]] = defaultdict(deque)
+        self._update_ids = itertools.count(1000)
+        self._message_ids = itertools.count(1)
+        self._sent_ids = itertools.count(50_000)
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        # benchmark bookkeeping (see /_fake routes)
+        self.first_batch_at: float | None = None
+        self.last_sent_at: float | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    def app(self, control: bool = False) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/bot{token}/{method}", self._handle)
+        app.router.add_get("/bot{token}/{method}", self._handle)
+        if control:
+            app.router.add_post("/_fake/load", self._load)
+            app.router.add_get("/_fake/wait", self._wait)
+        return app
+
+    async def start(self, port: int = 0, control: bool = False) -> FakeTelegram:
+        self._runner = web.AppRunner(self.app(control), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def stop(self) -> None:
+        self._closing = True  # end pending long polls now instead of at their timeout
+        async with self._changed:
+            self._changed.notify_all()
+        if self._runner:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- feeding --------------------------------------------------------------------
+
+    def push(self, **fields: Any) -> dict[str, Any]:
+        """Queue an update (``message=...``, ``callback_query=...``); returns it."""
+        update = {"update_id": next(self._update_ids), **fields}
+        self.push_raw(update)
+        return update
+
+    def push_raw(self, update: dict[str, Any]) -> None:
+        """Queue any JSON object as an update, malformed ones included."""
+        self.pending.append(update)
+        self._notify()
+
+    def message(
+        self,
+        chat_id: int,
+        text: str | None = None,
+        *,
+        chat_type: str | None = None,
+        user_id: int | None = None,
+        is_bot: bool = False,
+        thread_id: int | None = None,
+        reply_to: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A Message object as Telegram sends it, with command and mention entities."""
+        kind = chat_type or ("private" if chat_id > 0 else "supergroup")
+        chat: dict[str, Any] = {"id": chat_id, "type": kind}
+        chat.update({"first_name": "Ada"} if kind == "private" else {"title": "Group"})
+        uid = user_id if user_id is not None else (chat_id if chat_id > 0 else 777)
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": {"id": uid, "is_bot": is_bot, "first_name": "Ada", "username": f"u{uid}"},
+        }
+        if text is not None:
+            message["text"] = text
+            entities = []
+            if text.startswith("/"):
+                entities.append(
+                    {"type": "bot_command", "offset": 0, "length": len(text.split()[0])}
+                )
+            for match in _MENTION.finditer(text):
+                start = utf16(text[: match.start()])
+                entities.append({"type": "mention", "offset": start, "length": utf16(match[0])})
+            if entities:
+                message["entities"] = entities
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+        if reply_to is not None:
+            message["reply_to_message"] = reply_to
+        message.update(extra)
+        return message
+
+    def bot_message(self, chat_id: int, text: str = "earlier answer") -> dict[str, Any]:
+        """A message the bot sent earlier (to reply to)."""
+        return {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "from": {"id": self.bot_id, "is_bot": True, "first_name": "Tether"},
+            "text": text,
+        }
+
+    def fail_next(
+        self, method: str, status: int, description: str, *, retry_after: int | None = None
+    ) -> None:
+        self.failures[method].append(Failure(status, description, retry_after))
+
+    def drop_next(self, method: str) -> None:
+        """Close the connection after reading the request: the client cannot tell if it worked."""
+        self.failures[method].append(Failure(0, "", drop=True))
+
+    # -- observing ------------------------------------------------------------------
+
+    def calls_to(self, method: str) -> list[Call]:
+        return [call for call in self.calls if call.method == method]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Wait until ``predicate()`` holds, re-checked after every call and update."""
+        self._waiters += 1
+        try:
+            async with self._changed:
+                await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+        finally:
+            self._waiters -= 1
+
+    def _notify(self) -> None:
+        if not self._waiters:  # nobody to wake (keeps the fake cheap under benchmark load)
+            return
+
+        async def notify() -> None:
+            async with self._changed:
+                self._changed.notify_all()
+
+        task = asyncio.get_running_loop().create_task(notify())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- the Bot API ----------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        method = request.match_info["method"]
+        params = await _params(request)
+        call = Call(method, params)
+        self.calls.append(call)
+        failures = self.failures.get(method)
+        if failures:
+            failure = failures.popleft()
+            call.status = failure.status
+            self._notify()
+            if failure.drop:
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response()
+            return _error(failure.status, failure.description, failure.retry_after)
+        handler = getattr(self, f"_api_{method}", None)
+        if handler is None:
+            call.status = 404
+            self._notify()
+            return _error(404, "Not Found: method not found")
+        try:
+            result = await handler(params)
+        except _ApiError as exc:
+            call.status = exc.status
+            self._notify()
+            return _error(exc.status, exc.description)
+        self._notify()
+        return web.json_response({"ok": True, "result": result})
+
+    async def _api_getMe(self, _params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": "Tether",
+            "username": self.username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.webhook is not None:
+            raise _ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
+        offset = params.get("offset")
+        limit = int(params.get("limit") or 100)
+        timeout = float(params.get("timeout") or 0)
+        self.offsets.append(offset)
+        if self.on_poll is not None:
+            self.on_poll(offset)
+        if offset is not None and offset > 0:
+            kept = []
+            for update in self.pending:
+                uid = update.get("update_id")
+                if isinstance(uid, int) and uid < offset:
+                    self.confirmed.append(uid)
+                else:
+                    kept.append(update)
+            self.pending = kept
+
+        def available() -> list[dict[str, Any]]:
+            return self.pending[:limit]
+
+        if not available() and timeout > 0:
+            self._waiters += 1
+            try:
+                async with self._changed:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._changed.wait_for(lambda: bool(available()) or self._closing),
+                            timeout,
+                        )
+            finally:
+                self._waiters -= 1
+        batch = available()
+        if batch and self.first_batch_at is None:
+            self.first_batch_at = time.perf_counter()
+        return batch
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        text = params.get("text")
+        if not text:
+            raise _ApiError(400, "Bad Request: message text is empty")
+        if utf16(str(text)) > 4096:
+            raise _ApiError(400, "Bad Request: message is too long")
+        self.sent.append(params)
+        self.last_sent_at = time.perf_counter()
+        chat_id = params["chat_id"]
+        numeric = isinstance(chat_id, int)
+        message: dict[str, Any] = {
+            "message_id": next(self._sent_ids),
+            "date": int(time.time()),
+            "chat": {
+                "id": chat_id if numeric else -1001,
+                "type": "private" if numeric and chat_id > 0 else "supergroup",
+            },
+            "from": {"id": self.bot_id, "is_bot": True, "first_name": "Tether"},
+            "text": text,
+        }
+        if params.get("message_thread_id"):
+            message["message_thread_id"] = params["message_thread_id"]
+            message["is_topic_message"] = True
+        return message
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> bool:
+        self.webhook = params
+        return True
+
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> bool:
+        self.webhook = None
+        if params.get("drop_pending_updates"):
+            self.pending.clear()
+        return True
+
+    async def _api_sendChatAction(self, _params: dict[str, Any]) -> bool:
+        return True
+
+    async def _api_answerCallbackQuery(self, _params: dict[str, Any]) -> bool:
+        return True
+
+    # -- benchmark control ----------------------------------------------------------
+
+    async def _load(self, request: web.Request) -> web.Response:
+        """Reset, then queue ``updates`` text messages spread round-robin over ``chats``."""
+        spec = await request.json()
+        self.pending.clear()
+        self.sent.clear()
+        self.calls.clear()
+        self.offsets.clear()
+        self.first_batch_at = self.last_sent_at = None
+        for n in range(int(spec["updates"])):
+            chat = 10_000 + n % int(spec["chats"])
+            self.pending.append(
+                {"update_id": next(self._update_ids), "message": self.message(chat, f"m{n}")}
+            )
+        self._notify()
+        return web.json_response({"queued": len(self.pending)})
+
+    async def _wait(self, request: web.Request) -> web.Response:
+        """Answer once ``count`` messages were sent: when the first batch went out and the
+        last message came in, on this process's clock (the same for every contestant)."""
+        count = int(request.query["count"])
+        await self.wait_for(lambda: len(self.sent) >= count, timeout=600)
+        return web.json_response(
+            {
+                "sent": len(self.sent),
+                "first_batch_at": self.first_batch_at,
+                "last_sent_at": self.last_sent_at,
+                "calls": len(self.calls),
+            }
+        )
+
+
+class _ApiError(Exception):
+    def __init__(self, status: int, description: str) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+
+
+def _error(status: int, description: str, retry_after: int | None = None) -> web.Response:
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if retry_after is not None:
+        body["parameters"] = {"retry_after": retry_after}
+    return web.json_response(body, status=status)
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    if request.content_type == "application/json":
+        data = await request.json()
+        return dict(data) if isinstance(data, dict) else {}
+    form = await request.post()
+    params: dict[str, Any] = {}
+    for name, value in form.items():
+        if not isinstance(value, str):
+            continue  # an uploaded file: not needed by these tests
+        if name in _JSON_FIELDS:
+            try:
+                params[name] = json.loads(value)
+                continue
+            except ValueError:
+                pass  # e.g. chat_id="@channel"
+        params[name] = value
+    params.update({k: v for k, v in request.query.items() if k not in params})
+    return params
+
+
+async def _serve(port: int) -> None:
+    fake = await FakeTelegram().start(port, control=True)
+    print(json.dumps({"port": fake.port, "token": fake.token}), flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    asyncio.run(_serve(parser.parse_args().port))
