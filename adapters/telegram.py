@@ -193,11 +193,13 @@ class TelegramAdapter(Adapter):
                 await self.bot.initialize()
                 break
             except InvalidToken:
+                await self.bot.shutdown()
                 raise GatewayError(
                     "platforms.telegram.token was rejected by the Bot API (getMe failed)"
                 ) from None
             except TelegramError as exc:
                 if attempt == self.open_attempts:
+                    await self.bot.shutdown()
                     raise GatewayError(
                         f"telegram: cannot reach the Bot API (getMe): {type(exc).__name__}: {exc}"
                     ) from None
@@ -243,7 +245,9 @@ class TelegramAdapter(Adapter):
         """fetch → accept batch + offset in one transaction → fetch from the next offset."""
         # A webhook left set (an earlier webhook-mode run) makes getUpdates answer 409.
         # drop_pending_updates=False: the backlog is still ours to answer.
-        await self._until_ok("deleteWebhook", lambda: self.bot.delete_webhook(False))
+        await self._until_ok(
+            "deleteWebhook", lambda: self.bot.delete_webhook(drop_pending_updates=False)
+        )
         stored = await inbox.store.cursor(self.offset_cursor)
         offset = int(stored) + 1 if stored is not None else None
         log.info("telegram.polling", offset=offset, timeout_s=self.config.poll_timeout)
@@ -267,7 +271,7 @@ class TelegramAdapter(Adapter):
                     )
                 await asyncio.sleep(delay)
                 continue
-            except TelegramError as exc:
+            except Exception as exc:  # network, 5xx, bad JSON: the loop must outlive them
                 failures += 1
                 self._connected = False
                 delay = self._delay(failures)

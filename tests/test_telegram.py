@@ -37,7 +37,7 @@ from adapters.telegram import (
 )
 from config import Settings
 from gateway.agents import echo_router
-from gateway.app import Gateway, build_adapters
+from gateway.app import Gateway, GatewayError, build_adapters
 from gateway.context import Context
 from gateway.events import Event, Kind, Target
 from gateway.routing import Router
@@ -521,6 +521,17 @@ def test_check_refuses_webhook_mode_without_a_secret(tmp_path: Path) -> None:
     )
     assert ok.returncode == 0, ok.stderr
     assert token not in ok.stdout and SECRET not in ok.stdout
+
+
+async def test_a_rejected_token_stops_the_start_with_a_clear_error(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    settings = telegram_settings(tmp_path, fake, token="999:not-the-right-token")
+    gateway = Gateway(settings, build_adapters(settings), router=router())
+    with pytest.raises(GatewayError, match=r"platforms\.telegram\.token was rejected"):
+        await gateway.start()
+    await gateway.stop()
+    assert [call.method for call in fake.calls] == []  # 401 before any method ran
 
 
 # -- groups, bots, commands ---------------------------------------------------------------
