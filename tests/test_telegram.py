@@ -780,6 +780,23 @@ async def test_rejected_html_is_resent_as_plain_text(tmp_path: Path, fake: FakeT
     assert accepted.params["text"] == "bold & <broken"
 
 
+async def test_a_migrated_group_is_followed_to_its_supergroup(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    fake.fail_next(
+        "sendMessage",
+        400,
+        "Bad Request: group chat was upgraded to a supergroup chat",
+        migrate_to_chat_id=-100999,
+    )
+    async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+        fake.push(message=fake.message(-555, "/ping", chat_type="group"))
+        await fake.wait_for(lambda: len(fake.sent) >= 1)
+        await gateway.drain()
+    assert [(s["chat_id"], s["text"]) for s in fake.sent] == [(-100999, "pong")]
+    assert [c.params["chat_id"] for c in fake.calls_to("sendMessage")] == [-555, -100999]
+
+
 @pytest.mark.parametrize("resend_unknown", [False, True])
 async def test_ambiguous_send_is_unknown_unless_resend_unknown(
     tmp_path: Path, fake: FakeTelegram, resend_unknown: bool

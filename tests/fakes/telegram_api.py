@@ -70,7 +70,7 @@ class Call:
 class Failure:
     status: int
     description: str
-    retry_after: int | None = None
+    parameters: dict[str, Any] | None = None  # Telegram's ResponseParameters
     drop: bool = False  # close the connection without answering
 
 
@@ -204,9 +204,20 @@ class FakeTelegram:
         }
 
     def fail_next(
-        self, method: str, status: int, description: str, *, retry_after: int | None = None
+        self,
+        method: str,
+        status: int,
+        description: str,
+        *,
+        retry_after: int | None = None,
+        migrate_to_chat_id: int | None = None,
     ) -> None:
-        self.failures[method].append(Failure(status, description, retry_after))
+        parameters: dict[str, Any] = {}
+        if retry_after is not None:
+            parameters["retry_after"] = retry_after
+        if migrate_to_chat_id is not None:
+            parameters["migrate_to_chat_id"] = migrate_to_chat_id
+        self.failures[method].append(Failure(status, description, parameters or None))
 
     def drop_next(self, method: str) -> None:
         """Close the connection after reading the request: the client cannot tell if it worked."""
@@ -256,7 +267,7 @@ class FakeTelegram:
                 assert request.transport is not None
                 request.transport.close()
                 return web.Response()
-            return _error(failure.status, failure.description, failure.retry_after)
+            return _error(failure.status, failure.description, failure.parameters)
         handler = getattr(self, f"_api_{method}", None)
         if handler is None:
             call.status = 404
@@ -405,10 +416,10 @@ class _ApiError(Exception):
         self.description = description
 
 
-def _error(status: int, description: str, retry_after: int | None = None) -> web.Response:
+def _error(status: int, description: str, parameters: dict[str, Any] | None = None) -> web.Response:
     body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
-    if retry_after is not None:
-        body["parameters"] = {"retry_after": retry_after}
+    if parameters:
+        body["parameters"] = parameters
     return web.json_response(body, status=status)
 
 
