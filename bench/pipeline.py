@@ -55,6 +55,7 @@ async def run_once(store_url: str, events: int, conversations: int) -> dict[str,
                 "http": {"enabled": False},
                 "platforms": {"console": {"enabled": False}},
                 "pipeline": {"concurrency": 64, "queue_size": 2000},
+                "access": {"allow": ["*"], "rate_limit": {"messages": 0}},
             }
         )
     )

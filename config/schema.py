@@ -159,6 +159,32 @@ class PlatformsConfig(Section):
     telegram: TelegramConfig | None = None
 
 
+class RateLimitConfig(Section):
+    """Per sender: ``messages`` within ``per_seconds`` (a token bucket); 0 turns it off."""
+
+    messages: int = Field(default=20, ge=0)
+    per_seconds: float = Field(default=60.0, gt=0)
+
+
+class AccessConfig(Section):
+    """Who may talk to the bot. Patterns are ``platform:user`` or ``platform:chat`` with
+    ``*`` wildcards, e.g. ``telegram:12345``, ``discord:*``, ``*``."""
+
+    allow: list[str] = []
+    admins: list[str] = []
+    #: Unknown senders in a DM get a one-time code for ``tether pair approve CODE``.
+    pairing: bool = True
+    rate_limit: RateLimitConfig = RateLimitConfig()
+
+    @field_validator("allow", "admins")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if pattern != "*" and ":" not in pattern:
+                raise ValueError(f"{pattern!r} should be platform:id (wildcards allowed) or *")
+        return value
+
+
 class LoggingConfig(Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "json", "console"] = "auto"
@@ -175,6 +201,7 @@ class Settings(Section):
     outbox: OutboxConfig = OutboxConfig()
     platforms: PlatformsConfig = PlatformsConfig()
     plugins: list[str] = []
+    access: AccessConfig = AccessConfig()
     logging: LoggingConfig = LoggingConfig()
 
     def secrets(self) -> list[str]:

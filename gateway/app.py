@@ -16,13 +16,15 @@ import importlib
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO
 
 import structlog
 
 from adapters.base import Adapter
 from config.schema import Settings
+from gateway import logs, metrics
+from gateway.access import Access, Throttle, access_router
 from gateway.agents import echo_router
 from gateway.dispatcher import Dispatcher
 from gateway.http import HttpServer
@@ -46,6 +48,19 @@ def load_router(settings: Settings) -> Router:
     for spec in settings.plugins:
         root.include(_import_router(spec))
     root.include(echo_router())
+    return root
+
+
+def _connected(adapter: Adapter) -> Callable[[], float]:
+    return lambda: float(adapter.connected)
+
+
+def _guarded(router: Router, access: Access) -> Router:
+    """The access middleware around everything, with the built-in access commands first."""
+    root = Router("gateway")
+    root.middleware(access)
+    root.include(access_router(access))
+    root.include(router)
     return root
 
 
@@ -91,11 +106,13 @@ class Gateway:
         http: bool | None = None,
     ) -> None:
         self.settings = settings
+        logs.redactor.update(settings.secrets())  # embedded use is scrubbed too, not just the CLI
         self.adapters = dict(adapters)
         self.store = store or open_store(
             settings.memory.store, synchronous=settings.memory.sqlite_synchronous
         )
-        self.router = router or load_router(settings)
+        self.access = Access(settings.access, self.store)
+        self.router = _guarded(router or load_router(settings), self.access)
         self.outbox = Outbox(self.store, self.adapters, settings.outbox)
         self.pipeline = Pipeline(
             self.store, self.router, self.adapters, settings.pipeline, self.outbox.enqueue
@@ -105,7 +122,12 @@ class Gateway:
             concurrency=settings.pipeline.concurrency,
             queue_size=settings.pipeline.queue_size,
         )
-        self.inbox = Inbox(self.store, self.dispatcher, settings.agent.group_sessions)
+        self.inbox = Inbox(
+            self.store,
+            self.dispatcher,
+            settings.agent.group_sessions,
+            Throttle(settings.access.rate_limit),
+        )
         use_http = settings.http.enabled if http is None else http
         self.http = (
             HttpServer(settings.http.host, settings.http.port, self.readiness) if use_http else None
@@ -129,6 +151,7 @@ class Gateway:
                 adapter.routes(self.http.app)
             await self.http.start()
         for name, adapter in self.adapters.items():
+            metrics.CONNECTED.labels(name).set_function(_connected(adapter))
             await adapter.start(self.inbox)
             self._started.append(adapter)
             log.info("adapter.started", platform=name)

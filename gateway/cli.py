@@ -11,7 +11,7 @@ import asyncio
 import datetime as dt
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import yaml
 
@@ -66,6 +66,11 @@ def _parser() -> argparse.ArgumentParser:
     dead = command("dead", _dead, "inspect and retry dead letters")
     dead.add_argument("action", choices=["list", "show", "retry"])
     dead.add_argument("key", nargs="?", help="event key (or outbox key, for retry)")
+    status = command("status", _status, "what the gateway holds: events, outbox, activity")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    pair = command("pair", _pair, "list and approve senders waiting for pairing")
+    pair.add_argument("action", choices=["list", "approve", "revoke"])
+    pair.add_argument("what", nargs="?", help="CODE to approve, or platform:user to revoke")
     return parser
 
 
@@ -123,6 +128,94 @@ def _check(settings: Settings, _args: argparse.Namespace) -> int:
     return 0
 
 
+# -- stores for the inspection commands ----------------------------------------------
+
+
+def _on_store(settings: Settings, action: Callable[[Store], Awaitable[int]]) -> int:
+    """Run ``action`` against the configured store (beside a running gateway is fine)."""
+
+    async def run() -> int:
+        store = open_store(settings.memory.store, synchronous=settings.memory.sqlite_synchronous)
+        await store.open()
+        try:
+            return await action(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+# -- status ------------------------------------------------------------------------
+
+
+def _status(settings: Settings, args: argparse.Namespace) -> int:
+    return _on_store(settings, lambda store: _status_on(store, args.json))
+
+
+async def _status_on(store: Store, as_json: bool) -> int:
+    counts = await store.counts()
+    activity = await store.activity()
+    inbox, outbox = counts["inbox"], counts["outbox"]
+    events = {s: inbox.get(s, 0) for s in ("received", "running", "retry_wait", "dead", "done")}
+    sends = {
+        "backlog": sum(outbox.get(s, 0) for s in ("pending", "sending", "retry_wait")),
+        **{s: outbox.get(s, 0) for s in ("sent", "unknown", "dead")},
+    }
+    if as_json:
+        print(json.dumps({"events": events, "outbox": sends, "platforms": activity}, indent=2))
+        return 0
+    print("events   " + "  ".join(f"{name} {n}" for name, n in events.items()))
+    print("outbox   " + "  ".join(f"{name} {n}" for name, n in sends.items()))
+    print(f"{'PLATFORM':<12} {'LAST RECEIVED (UTC)':<22} LAST SENT (UTC)")
+    for platform, seen in sorted(activity.items()):
+        received = _when(seen["received"]) if "received" in seen else "-"
+        sent = _when(seen["sent"]) if "sent" in seen else "-"
+        print(f"{platform:<12} {received:<22} {sent}")
+    return 0
+
+
+# -- pair --------------------------------------------------------------------------
+
+
+def _pair(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action != "list" and not args.what:
+        print(f"tether pair {args.action}: say what (a CODE, or platform:user)", file=sys.stderr)
+        return EXIT_CONFIG
+    return _on_store(settings, lambda store: _pair_on(store, args))
+
+
+async def _pair_on(store: Store, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        pairings = await store.pairings()
+        if not pairings:
+            print("no pairing requests")
+            return 0
+        print(f"{'CODE':<10} {'STATUS':<9} {'SENDER':<32} {'NAME':<24} ASKED (UTC)")
+        for p in pairings:
+            print(
+                f"{p.code:<10} {p.status:<9} {p.platform + ':' + p.user_id:<32}"
+                f" {p.name[:24]:<24} {_when(p.created)}"
+            )
+        return 0
+    if args.action == "approve":
+        found = await store.approve_pairing(args.what)
+        if found is None:
+            print(f"no pairing request with code {args.what!r}", file=sys.stderr)
+            return 1
+        print(f"approved {found.platform}:{found.user_id} ({found.name})")
+        return 0
+    platform, _, user = args.what.partition(":")
+    if not await store.revoke_pairing(platform, user):
+        print(f"no pairing for {args.what!r}", file=sys.stderr)
+        return 1
+    print(f"revoked {args.what}")
+    return 0
+
+
+def _when(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 # -- dead --------------------------------------------------------------------------
 
 
@@ -130,16 +223,7 @@ def _dead(settings: Settings, args: argparse.Namespace) -> int:
     if args.action in ("show", "retry") and not args.key:
         print(f"tether dead {args.action}: a KEY is required", file=sys.stderr)
         return EXIT_CONFIG
-    return asyncio.run(_dead_action(settings, args))
-
-
-async def _dead_action(settings: Settings, args: argparse.Namespace) -> int:
-    store = open_store(settings.memory.store, synchronous=settings.memory.sqlite_synchronous)
-    await store.open()
-    try:
-        return await _dead_on(store, args)
-    finally:
-        await store.close()
+    return _on_store(settings, lambda store: _dead_on(store, args))
 
 
 async def _dead_on(store: Store, args: argparse.Namespace) -> int:
@@ -150,7 +234,7 @@ async def _dead_on(store: Store, args: argparse.Namespace) -> int:
             return 0
         print(f"{'KEY':<44} {'CONVERSATION':<28} {'WHEN (UTC)':<20} ERROR")
         for letter in letters:
-            when = dt.datetime.fromtimestamp(letter.created, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+            when = _when(letter.created)
             print(f"{letter.key:<44} {letter.conversation:<28} {when:<20} {letter.error[:80]}")
         return 0
     if args.action == "show":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import structlog
@@ -67,11 +67,11 @@ class Context:
             return
         self.outbox.append(OutMessage(target=target, text=text, reply_to=reply_to, format=format))
 
-    async def step(self, name: str, fn: Callable[[], T | Awaitable[T]]) -> Any:
+    async def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` once for this event; a re-run after a retry or crash gets its result.
 
-        The result is stored as JSON and returned as JSON-decoded data on every run
-        (first or cached), so both paths see the same value.
+        ``fn`` may be sync or async. The result is stored as JSON and returned as
+        JSON-decoded data on every run (first or cached), so both paths see the same value.
         """
         if name in self._step_names:
             raise ValueError(f"step {name!r} used twice in one handler run")

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from gateway import metrics
+from gateway.access import Throttle
 from gateway.dispatcher import Dispatcher
 from gateway.events import Event
 from memory.store import Store
@@ -20,11 +21,16 @@ log = structlog.get_logger("tether.inbox")
 
 class Inbox:
     def __init__(
-        self, store: Store, dispatcher: Dispatcher, group_sessions: str = "per_user"
+        self,
+        store: Store,
+        dispatcher: Dispatcher,
+        group_sessions: str = "per_user",
+        throttle: Throttle | None = None,
     ) -> None:
         self.store = store
         self.dispatcher = dispatcher
         self.group_sessions = group_sessions
+        self.throttle = throttle
 
     async def accept(
         self, events: Sequence[Event], cursors: Mapping[str, str] | None = None
@@ -33,6 +39,8 @@ class Inbox:
 
         Acknowledge the platform only after this returns.
         """
+        if self.throttle:
+            events = self.throttle.mark(list(events))
         items = [(event, event.session(self.group_sessions)) for event in events]
         rows = await self.store.accept(items, cursors)
         fresh = []

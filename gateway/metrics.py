@@ -15,6 +15,10 @@ RETRIES = Counter("tether_retries_total", "Handler attempts that will be retried
 DEAD = Counter("tether_dead_letters_total", "Events dead-lettered", ["platform"])
 STEPS_CACHED = Counter("tether_steps_cached_total", "Memoized steps reused instead of re-run")
 OUTBOX = Counter("tether_outbox_total", "Outbound messages by transition", ["platform", "status"])
+THROTTLED = Counter(
+    "tether_throttled_total", "Inbound events over a sender's rate limit", ["platform"]
+)
+CONNECTED = Gauge("tether_platform_connected", "1 while a platform is connected", ["platform"])
 LANE_DEPTH = Gauge("tether_lane_queue_depth", "Events queued in conversation lanes")
 HANDLER_SECONDS = Histogram(
     "tether_handler_seconds",

@@ -23,6 +23,7 @@ import structlog
 from adapters.base import Adapter
 from config.schema import PipelineConfig
 from gateway import metrics
+from gateway.access import THROTTLE_NOTICE, THROTTLED
 from gateway.context import Context
 from gateway.errors import Fatal, Retryable
 from gateway.events import OutMessage
@@ -66,7 +67,10 @@ class Pipeline:
         started = time.monotonic()
         route_name = None
         try:
-            resolved = self.router.resolve(event)
+            throttled = event.meta.get(THROTTLED)
+            resolved = None if throttled else self.router.resolve(event)
+            if throttled == "notice":
+                await ctx.reply(THROTTLE_NOTICE, quote=False)
             if resolved is not None:
                 route, middlewares = resolved
                 route_name = route.name

@@ -30,6 +30,8 @@ class Route:
     handler: Handler
     matches: Filter
     name: str
+    #: Only the bot's admins may run it (enforced by the access middleware).
+    admin: bool = False
 
 
 class Router:
@@ -44,14 +46,17 @@ class Router:
 
     # -- registration -------------------------------------------------------------
 
-    def command(self, *names: str) -> Callable[[Handler], Handler]:
-        """Match ``/name args`` (the adapter has already stripped ``@botname``)."""
+    def command(self, *names: str, admin: bool = False) -> Callable[[Handler], Handler]:
+        """Match ``/name args`` (the adapter has already stripped ``@botname``).
+
+        ``admin=True`` refuses everyone but ``access.admins`` (and the console).
+        """
         wanted = frozenset(n.lower().lstrip("/") for n in names)
 
         def matches(event: Event) -> bool:
             return event.kind is Kind.COMMAND and event.command in wanted
 
-        return self._register(matches, f"command:{','.join(sorted(wanted))}")
+        return self._register(matches, f"command:{','.join(sorted(wanted))}", admin=admin)
 
     def text(self, pattern: str | re.Pattern[str] | None = None) -> Callable[[Handler], Handler]:
         """Match text messages, optionally only those a regex finds something in."""
@@ -86,9 +91,11 @@ class Router:
         self._children.append(router)
         return router
 
-    def _register(self, matches: Filter, name: str) -> Callable[[Handler], Handler]:
+    def _register(
+        self, matches: Filter, name: str, *, admin: bool = False
+    ) -> Callable[[Handler], Handler]:
         def decorator(handler: Handler) -> Handler:
-            self._routes.append(Route(handler, matches, f"{name}->{handler.__qualname__}"))
+            self._routes.append(Route(handler, matches, f"{name}->{handler.__qualname__}", admin))
             return handler
 
         return decorator
@@ -114,7 +121,8 @@ class Router:
 
 
 async def call(route: Route, middlewares: list[Middleware], ctx: Context) -> Any:
-    """Run ``route`` through ``middlewares`` (outermost first) with ``data={"ctx": ctx}``."""
+    """Run ``route`` through ``middlewares`` (outermost first); ``data`` carries the
+    handler's ``ctx`` and the resolved ``route``."""
 
     async def innermost(_event: Event, data: dict[str, Any]) -> Any:
         return await route.handler(data["ctx"])
@@ -122,7 +130,7 @@ async def call(route: Route, middlewares: list[Middleware], ctx: Context) -> Any
     handler: NextHandler = innermost
     for middleware in reversed(middlewares):
         handler = _bind(middleware, handler)
-    return await handler(ctx.event, {"ctx": ctx, "route": route.name})
+    return await handler(ctx.event, {"ctx": ctx, "route": route})
 
 
 def _bind(middleware: Middleware, inner: NextHandler) -> NextHandler:

@@ -19,6 +19,7 @@ from memory.store import (
     InboxRow,
     OutboxRow,
     OutboxStatus,
+    Pairing,
     Store,
     Turn,
 )
@@ -34,6 +35,8 @@ class MemoryStore(Store):
         self._turn_keys: set[tuple[str, int]] = set()
         self._dead: dict[str, DeadLetter] = {}
         self._cursors: dict[str, str] = {}
+        self._pairings: dict[tuple[str, str], Pairing] = {}
+        self._sent_at: dict[str, float] = {}
         self._seq = 0
         self._out_seq = 0
         self._open = False
@@ -198,6 +201,8 @@ class MemoryStore(Store):
             row.attempts = attempts
         if platform_id is not None:
             row.platform_id = platform_id
+        if status == "sent":
+            self._sent_at[key] = time.time()
 
     async def outbox_rows(self, event_key: str) -> list[OutboxRow]:
         self._check()
@@ -219,6 +224,50 @@ class MemoryStore(Store):
     async def set_cursor(self, name: str, value: str) -> None:
         self._check()
         self._cursors[name] = value
+
+    # -- pairing --------------------------------------------------------------------
+
+    async def pairing(self, platform: str, user_id: str) -> Pairing | None:
+        self._check()
+        found = self._pairings.get((platform, user_id))
+        return replace(found) if found else None
+
+    async def request_pairing(self, platform: str, user_id: str, name: str, code: str) -> Pairing:
+        self._check()
+        now = time.time()
+        found = self._pairings.setdefault(
+            (platform, user_id), Pairing(platform, user_id, name, code, "pending", now, now)
+        )
+        return replace(found)
+
+    async def approve_pairing(self, code: str) -> Pairing | None:
+        self._check()
+        for found in self._pairings.values():
+            if found.code == code.strip().upper():
+                found.status, found.updated = "approved", time.time()
+                return replace(found)
+        return None
+
+    async def revoke_pairing(self, platform: str, user_id: str) -> bool:
+        self._check()
+        return self._pairings.pop((platform, user_id), None) is not None
+
+    async def pairings(self) -> list[Pairing]:
+        self._check()
+        return [replace(p) for p in sorted(self._pairings.values(), key=lambda p: p.created)]
+
+    async def activity(self) -> dict[str, dict[str, float]]:
+        self._check()
+        out: dict[str, dict[str, float]] = {}
+        for row in self._inbox.values():
+            platform = row.conversation.split(":", 1)[0]
+            seen = out.setdefault(platform, {})
+            seen["received"] = max(seen.get("received", 0.0), self._touched[row.key])
+        for sent in self._outbox.values():
+            if sent.status == "sent":
+                seen = out.setdefault(sent.platform, {})
+                seen["sent"] = max(seen.get("sent", 0.0), self._sent_at.get(sent.key, 0.0))
+        return out
 
     async def counts(self) -> dict[str, dict[str, int]]:
         self._check()

@@ -36,6 +36,7 @@ from memory.store import (
     InboxStatus,
     OutboxRow,
     OutboxStatus,
+    Pairing,
     Store,
     Turn,
 )
@@ -44,6 +45,7 @@ ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
 log = structlog.get_logger("tether.sqlite")
 T = TypeVar("T")
 _MAX_KEYS_PER_QUERY = 500
+_PAIRING = "platform, user_id, name, code, status, created, updated"
 
 MIGRATIONS: list[str] = [
     # 1: the core pipeline
@@ -112,6 +114,19 @@ MIGRATIONS: list[str] = [
         name    TEXT PRIMARY KEY,
         value   TEXT NOT NULL,
         updated REAL NOT NULL
+    );
+    """,
+    # access: senders admitted by pairing
+    """
+    CREATE TABLE pairings (
+        platform TEXT NOT NULL,
+        user_id  TEXT NOT NULL,
+        name     TEXT NOT NULL,
+        code     TEXT NOT NULL UNIQUE,
+        status   TEXT NOT NULL,
+        created  REAL NOT NULL,
+        updated  REAL NOT NULL,
+        PRIMARY KEY (platform, user_id)
     );
     """,
 ]
@@ -609,6 +624,68 @@ class SqliteStore(Store):
                 (name, value, time.time()),
             ),
         )
+
+    # -- pairing --------------------------------------------------------------------
+
+    async def pairing(self, platform: str, user_id: str) -> Pairing | None:
+        rows = await self._read(
+            f"SELECT {_PAIRING} FROM pairings WHERE platform = ? AND user_id = ?",
+            (platform, user_id),
+        )
+        return Pairing(*rows[0]) if rows else None
+
+    async def request_pairing(self, platform: str, user_id: str, name: str, code: str) -> Pairing:
+        now = time.time()
+        await self._write(
+            ACCEPT,
+            (
+                "INSERT OR IGNORE INTO pairings"
+                " (platform, user_id, name, code, status, created, updated)"
+                " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                (platform, user_id, name, code, now, now),
+            ),
+        )
+        found = await self.pairing(platform, user_id)
+        assert found is not None
+        return found
+
+    async def approve_pairing(self, code: str) -> Pairing | None:
+        code = code.strip().upper()
+        await self._write(
+            ACCEPT,
+            (
+                "UPDATE pairings SET status = 'approved', updated = ? WHERE code = ?",
+                (time.time(), code),
+            ),
+        )
+        rows = await self._read(f"SELECT {_PAIRING} FROM pairings WHERE code = ?", (code,))
+        return Pairing(*rows[0]) if rows else None
+
+    async def revoke_pairing(self, platform: str, user_id: str) -> bool:
+        found = await self.pairing(platform, user_id)
+        await self._write(
+            ACCEPT,
+            ("DELETE FROM pairings WHERE platform = ? AND user_id = ?", (platform, user_id)),
+        )
+        return found is not None
+
+    async def pairings(self) -> list[Pairing]:
+        rows = await self._read(f"SELECT {_PAIRING} FROM pairings ORDER BY created")
+        return [Pairing(*row) for row in rows]
+
+    async def activity(self) -> dict[str, dict[str, float]]:
+        received = await self._read(
+            "SELECT substr(conversation, 1, instr(conversation, ':') - 1), max(created)"
+            " FROM inbox GROUP BY 1"
+        )
+        sent = await self._read(
+            "SELECT platform, max(updated) FROM outbox WHERE status = 'sent' GROUP BY platform"
+        )
+        out: dict[str, dict[str, float]] = {}
+        for kind, rows in (("received", received), ("sent", sent)):
+            for platform, when in rows:
+                out.setdefault(str(platform), {})[kind] = float(when)
+        return out
 
     async def counts(self) -> dict[str, dict[str, int]]:
         inbox = await self._read("SELECT status, count(*) FROM inbox GROUP BY status")

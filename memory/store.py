@@ -76,6 +76,19 @@ class DeadLetter:
     created: float = 0.0
 
 
+@dataclass(slots=True)
+class Pairing:
+    """A sender who asked to talk to the bot; ``approved`` once the owner said yes."""
+
+    platform: str
+    user_id: str
+    name: str
+    code: str
+    status: Literal["pending", "approved"]
+    created: float
+    updated: float
+
+
 class Store(abc.ABC):
     """Durable state behind one small interface. All methods are safe to call concurrently."""
 
@@ -197,11 +210,34 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def set_cursor(self, name: str, value: str) -> None: ...
 
+    # -- pairing (access control) ---------------------------------------------------
+
+    @abc.abstractmethod
+    async def pairing(self, platform: str, user_id: str) -> Pairing | None: ...
+
+    @abc.abstractmethod
+    async def request_pairing(self, platform: str, user_id: str, name: str, code: str) -> Pairing:
+        """Record a pending request with ``code``, or return the sender's existing one."""
+
+    @abc.abstractmethod
+    async def approve_pairing(self, code: str) -> Pairing | None:
+        """Approve the request with ``code`` (case-insensitive); None if there is none."""
+
+    @abc.abstractmethod
+    async def revoke_pairing(self, platform: str, user_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def pairings(self) -> list[Pairing]: ...
+
     # -- counts (status, metrics) ---------------------------------------------------
 
     @abc.abstractmethod
     async def counts(self) -> dict[str, dict[str, int]]:
         """``{"inbox": {status: n}, "outbox": {status: n}}``."""
+
+    @abc.abstractmethod
+    async def activity(self) -> dict[str, dict[str, float]]:
+        """Per platform: ``{"received": last inbound time, "sent": last delivery time}``."""
 
 
 def open_store(url: str, *, synchronous: str = "normal") -> Store:

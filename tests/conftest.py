@@ -17,6 +17,7 @@ from config import Settings, load_text
 from gateway import logs
 from gateway.app import Gateway
 from gateway.routing import Router
+from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
 
 ROOT = Path(__file__).resolve().parent.parent
 TETHER = str(Path(sys.executable).with_name("tether"))
@@ -40,6 +41,7 @@ def config_dict(tmp_path: Path, **sections: Any) -> dict[str, Any]:
         "pipeline": {"backoff_base": 0.01, "backoff_max": 0.05, "sweep_interval": 0.1},
         "outbox": {"backoff_base": 0.01, "backoff_max": 0.05},
         "logging": {"format": "json"},
+        "access": {"allow": ["*"], "rate_limit": {"messages": 0}},
     }
     return merge(base, sections)
 
@@ -73,6 +75,28 @@ async def running(
         yield gateway, adapter
     finally:
         await gateway.stop()
+
+
+#: Secrets the tests configure; none may appear in any test's captured output.
+SECRETS: set[str] = {
+    TELEGRAM_TOKEN,
+    TELEGRAM_TOKEN.split(":", 1)[1],
+    "s3cret-webhook_token",  # tests/test_telegram.py's webhook secret
+}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Fail any test whose captured logs (stdout/stderr/log records) contain a secret."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or report.failed:
+        return
+    captured = "".join(content for _name, content in report.sections)
+    leaked = sorted(s for s in SECRETS if s in captured)
+    if leaked:
+        report.outcome = "failed"
+        report.longrepr = f"a configured secret appeared in captured output: {leaked}"
 
 
 @pytest.fixture(autouse=True)

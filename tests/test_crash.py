@@ -105,3 +105,28 @@ async def test_sigkill_while_handler_blocked_finishes_exactly_once(
         ]
         assert db.execute("SELECT count(*) FROM steps").fetchone() == (1,)
     assert b"step.cached" in err and b"gateway.recovered" in err
+
+
+async def test_second_sigterm_exits_at_once_while_the_first_drains(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        plugins=["tests.plugins.blocking:router"],
+        platforms={"console": {"enabled": True}},
+        pipeline={"drain_timeout": 300},
+    )
+    sock = tmp_path / "ctl.sock"
+    env = subprocess_env(TETHER_TEST_DIR=str(tmp_path), TETHER_TEST_SOCKET=str(sock))
+    async with control_socket(sock) as handlers:
+        proc = await spawn("run", config, env)
+        assert proc.stdin is not None and proc.stderr is not None
+        proc.stdin.write(b"block\n")
+        await proc.stdin.drain()
+        await asyncio.wait_for(handlers.entered.get(), 30)
+        proc.send_signal(signal.SIGTERM)
+        while b"gateway.stopping" not in await asyncio.wait_for(proc.stderr.readline(), 30):
+            pass  # the first SIGTERM: ingress stopped, now waiting for the blocked handler
+        assert proc.returncode is None
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 1
+    with sqlite3.connect(tmp_path / "tether.db") as db:  # left for the next start to finish
+        assert db.execute("SELECT status FROM inbox").fetchall() == [("running",)]

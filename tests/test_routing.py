@@ -64,7 +64,7 @@ async def test_middlewares_wrap_handlers_outermost_first(tmp_path: Path) -> None
 
     @inner.middleware
     async def inner_mw(handler: NextHandler, event: Event, data: dict[str, Any]) -> Any:
-        calls.append(f"inner({data['seen_by']},{data['route'].split('->')[0]})")
+        calls.append(f"inner({data['seen_by']},{data['route'].name.split('->')[0]})")
         if event.text == "blocked":
             return None  # a middleware may stop the chain
         return await handler(event, data)

@@ -1,0 +1,123 @@
+"""Operations: /healthz, /readyz, /metrics over real HTTP, and `tether status`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from adapters.base import SendRetryable
+from adapters.loopback import LoopbackAdapter
+from gateway import Context, Fatal, Router
+from tests.conftest import TETHER, make_settings, running, write_config
+
+
+async def get(port: int, path: str) -> tuple[int, str]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}{path}") as response,
+    ):
+        return response.status, await response.text()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def value(
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_metrics_move_as_events_flow(tmp_path: Path) -> None:
+    router = Router()
+
+    @router.text(r"^boom$")
+    async def boom(ctx: Context) -> None:
+        raise Fatal("no")
+
+    @router.text()
+    async def answer(ctx: Context) -> None:
+        await ctx.reply("ok")
+
+    settings = make_settings(tmp_path, http={"enabled": True, "port": 0})
+    adapter = LoopbackAdapter()
+    adapter.fail_next(SendRetryable("429", retry_after=0.01))
+    async with running(settings, router, adapter) as (gateway, loop):
+        assert gateway.http is not None
+        port = gateway.http.port
+        before = samples((await get(port, "/metrics"))[1])
+        event = await loop.say("hi")
+        await loop.deliver(event)  # a duplicate
+        await loop.say("boom")
+        await loop.wait_for_sent(1)
+        await gateway.drain()
+        status, text = await get(port, "/metrics")
+    assert status == 200
+    after = samples(text)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("tether_events_total", platform="loopback", status="received") == 2
+    assert moved("tether_events_total", platform="loopback", status="done") == 1
+    assert moved("tether_events_total", platform="loopback", status="dead") == 1
+    assert moved("tether_duplicates_total", platform="loopback") == 1
+    assert moved("tether_dead_letters_total", platform="loopback") == 1
+    assert moved("tether_outbox_total", platform="loopback", status="retry") == 1
+    assert moved("tether_outbox_total", platform="loopback", status="sent") == 1
+    assert moved("tether_handler_seconds_count") == 1
+    assert value(after, "tether_platform_connected", platform="loopback") == 1
+    assert ("tether_lane_queue_depth", ()) in after
+
+
+async def test_readyz_turns_503_and_names_the_store_when_it_is_gone(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, http={"enabled": True, "port": 0})
+    async with running(settings) as (gateway, _loop):
+        assert gateway.http is not None
+        port = gateway.http.port
+        assert await get(port, "/healthz") == (200, json.dumps({"status": "alive"}))
+        status, body = await get(port, "/readyz")
+        assert (status, json.loads(body)["status"]) == (200, "ready")
+        await gateway.store.close()
+        status, body = await get(port, "/readyz")
+        await gateway.store.open()  # so the gateway can stop cleanly
+    assert status == 503
+    assert json.loads(body)["reasons"] == ["store unreachable: RuntimeError: store is closed"]
+
+
+async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
+    router = Router()
+
+    @router.text()
+    async def answer(ctx: Context) -> None:
+        if ctx.event.text == "bad":
+            raise Fatal("no")
+        await ctx.reply("ok")
+
+    config = write_config(tmp_path)
+    async with running(make_settings(tmp_path), router) as (gateway, loop):
+        await loop.say("one")
+        await loop.say("bad")
+        await loop.wait_for_sent(1)
+        await gateway.drain()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([TETHER, *args], capture_output=True, text=True)
+
+    result = await asyncio.to_thread(cli, "status", "--json", "-c", str(config))
+    report = json.loads(result.stdout)
+    assert report["events"] == {"received": 0, "running": 0, "retry_wait": 0, "dead": 1, "done": 1}
+    assert report["outbox"] == {"backlog": 0, "sent": 1, "unknown": 0, "dead": 0}
+    assert set(report["platforms"]["loopback"]) == {"received", "sent"}
+    table = (await asyncio.to_thread(cli, "status", "-c", str(config))).stdout
+    assert "dead 1" in table and "sent 1" in table and "loopback" in table
