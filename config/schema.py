@@ -153,10 +153,80 @@ class TelegramConfig(Section):
         return self
 
 
+_FEISHU_DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class FeishuWebhookConfig(Section):
+    """Where Feishu/Lark posts events in webhook mode."""
+
+    #: The route on Tether's HTTP server; the console's "Request URL" must reach it.
+    path: str = "/feishu/webhook"
+    #: Requests whose ``X-Lark-Request-Timestamp`` is further than this from now (seconds)
+    #: are refused, so a captured request cannot be replayed later.
+    max_age: float = Field(default=300.0, gt=0)
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value
+
+
+class FeishuConfig(Section):
+    """``platforms.feishu``: present (with app_id and app_secret) means enabled."""
+
+    app_id: str = Field(min_length=1)
+    app_secret: SecretStr
+    #: ``feishu`` (open.feishu.cn), ``lark`` (open.larksuite.com), or an origin URL
+    #: (``https://host[:port]``; plain http only on loopback, for tests).
+    domain: str = "feishu"
+    #: ``websocket``: the long connection (no public URL needed); ``webhook``: event posts.
+    mode: Literal["websocket", "webhook"] = "websocket"
+    #: The console's "Verification Token"; checked on every webhook post (required there).
+    verification_token: SecretStr | None = None
+    #: The console's "Encrypt Key": webhook bodies are AES-encrypted and signed with it.
+    encrypt_key: SecretStr | None = None
+    webhook: FeishuWebhookConfig = FeishuWebhookConfig()
+    #: In groups, answer only messages that @-mention the bot, or every message (the
+    #: app then needs the permission to read all group messages).
+    answer_groups: Literal["mentioned", "all"] = "mentioned"
+    #: Messages sent by bots (other apps) are dropped, so two agents cannot loop.
+    ignore_bots: bool = True
+    #: 5 sends/s per chat and 50/s per app, as Feishu asks. Off only for benchmarks and tests.
+    rate_limits: bool = True
+    #: Seconds an open-platform API call may take before it counts as failed.
+    timeout: float = Field(default=10.0, gt=0)
+
+    @field_validator("domain")
+    @classmethod
+    def _domain(cls, value: str) -> str:
+        value = _FEISHU_DOMAINS.get(value.lower(), value).rstrip("/")
+        scheme, sep, rest = value.partition("://")
+        host = rest.split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+        if not sep or "/" in rest or not host or "@" in rest or "?" in rest:
+            raise ValueError("must be feishu, lark, or an origin like https://open.feishu.cn")
+        if scheme != "https" and not (scheme == "http" and host in _LOOPBACK):
+            raise ValueError("must use https (plain http only for 127.0.0.1/localhost)")
+        return value
+
+    @model_validator(mode="after")
+    def _webhook_needs_token(self) -> Self:
+        if self.mode == "webhook" and not self.verification_token:
+            raise ValueError(
+                "mode: webhook requires verification_token (the console's Verification"
+                " Token lets Tether reject posts that do not come from Feishu)"
+            )
+        return self
+
+
 class PlatformsConfig(Section):
     console: ConsoleConfig = ConsoleConfig()
     #: None (absent) disables Telegram.
     telegram: TelegramConfig | None = None
+    #: None (absent) disables Feishu/Lark.
+    feishu: FeishuConfig | None = None
 
 
 class RateLimitConfig(Section):

@@ -92,6 +92,10 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
         from adapters.telegram import TelegramAdapter
 
         adapters["telegram"] = TelegramAdapter(settings.platforms.telegram)
+    if settings.platforms.feishu:
+        from adapters.feishu import FeishuAdapter  # lark-oapi takes ~2 s to import
+
+        adapters["feishu"] = FeishuAdapter(settings.platforms.feishu)
     return adapters
 
 

@@ -17,6 +17,9 @@ from config import Settings, load_text
 from gateway import logs
 from gateway.app import Gateway
 from gateway.routing import Router
+from tests.fakes.feishu_api import APP_SECRET as FEISHU_APP_SECRET
+from tests.fakes.feishu_api import ENCRYPT_KEY as FEISHU_ENCRYPT_KEY
+from tests.fakes.feishu_api import VERIFICATION_TOKEN as FEISHU_VERIFICATION_TOKEN
 from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +85,9 @@ SECRETS: set[str] = {
     TELEGRAM_TOKEN,
     TELEGRAM_TOKEN.split(":", 1)[1],
     "s3cret-webhook_token",  # tests/test_telegram.py's webhook secret
+    FEISHU_APP_SECRET,
+    FEISHU_ENCRYPT_KEY,
+    FEISHU_VERIFICATION_TOKEN,
 }
 
 
