@@ -421,6 +421,22 @@ async def test_429_waits_out_the_reset_and_a_4xx_is_dead(tmp_path: Path, fake: F
     assert [m["content"]["text"] for m in fake.messages] == ["busy"]
 
 
+async def test_a_revoked_token_is_fetched_again_and_the_send_retried(
+    tmp_path: Path, fake: FakeFeishu
+) -> None:
+    def token_calls() -> int:
+        return sum(call.path.endswith("/tenant_access_token/internal") for call in fake.calls)
+
+    async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+        fetched = token_calls()
+        fake.fail_next(401, 99991663, "Invalid access token for authorization")
+        assert await post_event(gateway, message_event("om_tok", "token")) == 200
+        await fake.until(lambda: len(fake.messages) >= 1)
+        await gateway.drain()
+    assert [call.status for call in fake.sends()] == [401, 200]
+    assert token_calls() == fetched + 1  # the cached token was dropped, a new one fetched
+
+
 def test_classify_send_failures() -> None:
     limited = classify(429, 99991400, "limit", {"X-Ogw-Ratelimit-Reset": "7"})
     assert isinstance(limited, SendRetryable) and limited.retry_after == 7.0
@@ -611,19 +627,14 @@ def test_verify_checks_freshness_both_ways(adapter: FeishuAdapter) -> None:
 
 def test_requests_carry_the_uuid_and_choose_create_or_reply(adapter: FeishuAdapter) -> None:
     target = Target(platform="feishu", chat_id="oc_1")
-    create = adapter.request_for(
-        OutMessage(key="k#0", target=target, text="<b>hi</b>", format="html")
-    )
-    assert create.request_body.receive_id == "oc_1" and create.request_body.uuid == send_uuid("k#0")
-    assert json.loads(create.request_body.content) == {"text": "hi"}
-    in_thread = adapter.request_for(
-        OutMessage(
-            key="k#1",
-            target=Target(platform="feishu", chat_id="oc_1", thread_id="om_root"),
-            text="x",
-        )
-    )
-    assert in_thread.message_id == "om_root" and in_thread.request_body.reply_in_thread is True
+    html = OutMessage(key="k#0", target=target, text="<b>hi</b>", format="html")
+    path, query, body = adapter.request_for(html)
+    assert (path, query) == ("/open-apis/im/v1/messages", {"receive_id_type": "chat_id"})
+    assert body["receive_id"] == "oc_1" and body["uuid"] == send_uuid("k#0")
+    assert (body["msg_type"], json.loads(body["content"])) == ("text", {"text": "hi"})
+    threaded = Target(platform="feishu", chat_id="oc_1", thread_id="om_root")
+    path, _query, body = adapter.request_for(OutMessage(key="k#1", target=threaded, text="x"))
+    assert path == "/open-apis/im/v1/messages/om_root/reply" and body["reply_in_thread"] is True
     assert adapter.text_length("你好") == 6 and adapter.limits(target) == []
 
 
