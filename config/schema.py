@@ -10,7 +10,15 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 _TELEGRAM_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
 _TELEGRAM_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -25,8 +33,9 @@ class Section(BaseModel):
 class AgentConfig(Section):
     name: str = "Tether"
     persona: str = "You are a helpful assistant."
-    #: What answers when no plugin handler matched. (``llm`` arrives with the LLM agent.)
-    handler: Literal["echo"] = "echo"
+    #: What answers when no plugin handler matched: ``llm`` (the default when an ``llm``
+    #: section is configured) or ``echo`` (the default otherwise).
+    handler: Literal["echo", "llm"] = "echo"
     group_sessions: Literal["per_user", "shared"] = "per_user"
 
 
@@ -36,6 +45,16 @@ class MemoryConfig(Section):
     #: ``normal`` survives a process crash (kill -9); ``full`` also survives power loss,
     #: at the cost of an fsync per group commit.
     sqlite_synchronous: Literal["normal", "full"] = "normal"
+    #: Tokens of recent history in each prompt (tiktoken counts, stored per row); older
+    #: turns are folded into the conversation's running summary, never deleted.
+    history_tokens: int = Field(default=4000, ge=50)
+    #: Tokens of saved facts (``/remember``) in each prompt: the newest that fit.
+    facts_tokens: int = Field(default=1000, ge=0)
+    #: Prompt + completion tokens (the API's usage) one event may spend over all its LLM
+    #: calls; the call that would cross it is not made. ``null``: no cap.
+    task_token_budget: int | None = Field(default=50_000, ge=1)
+    #: The same, per conversation and UTC day. ``null``: no cap.
+    daily_token_budget: int | None = Field(default=None, ge=1)
 
     @field_validator("store")
     @classmethod
@@ -45,6 +64,100 @@ class MemoryConfig(Section):
                 f"must start with sqlite:/// or memory:// (got {value.split(':', 1)[0]!r})"
             )
         return value
+
+
+class LLMProviderConfig(Section):
+    """An OpenAI-compatible endpoint: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp, ..."""
+
+    #: The API root the SDK appends ``/chat/completions`` to, e.g. ``https://api.openai.com/v1``.
+    base_url: str
+    #: Empty for servers that need none (Ollama); write ``${OPENAI_API_KEY}``, not the key.
+    api_key: SecretStr = SecretStr("")
+    #: Seconds before a call counts as timed out (then a fallback model is tried).
+    timeout: float = Field(default=60.0, gt=0)
+    #: Extra HTTP headers, e.g. OpenRouter's ``HTTP-Referer`` and ``X-Title``.
+    headers: dict[str, str] = {}
+
+
+class LLMModelConfig(Section):
+    provider: str
+    #: The provider's model id, e.g. ``gpt-4o-mini``, ``meta-llama/llama-3.1-8b-instruct``.
+    model: str
+    #: The model's context window; routing skips a model whose window the prompt overflows.
+    context_tokens: int = Field(default=8192, ge=1)
+    #: Cap on completion tokens per call (also lowered to what the task budget has left).
+    max_tokens: int | None = Field(default=None, ge=1)
+    #: Prices per 1M tokens, for the cost in ``usage`` and ``/usage``.
+    price_prompt: float = Field(default=0.0, ge=0)
+    price_completion: float = Field(default=0.0, ge=0)
+    #: tiktoken encoding for counting; by default from the model id, else ``o200k_base``.
+    encoding: Literal["o200k_base", "cl100k_base"] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+
+
+class LLMRouteConfig(Section):
+    """Send matching calls to ``model``; every condition given must hold (first match wins)."""
+
+    model: str
+    platform: str | None = None
+    #: A glob over the conversation key, e.g. ``telegram:-100*``.
+    conversation: str | None = None
+    #: The event's command without ``/``.
+    command: str | None = None
+    min_prompt_tokens: int | None = Field(default=None, ge=0)
+    max_prompt_tokens: int | None = Field(default=None, ge=0)
+
+
+class LLMConfig(Section):
+    providers: dict[str, LLMProviderConfig] = Field(min_length=1)
+    models: dict[str, LLMModelConfig] = Field(min_length=1)
+    #: The model used when no route matches; the first model when unset.
+    default: str | None = None
+    #: The model that writes conversation summaries; the task's routed model when unset.
+    summary_model: str | None = None
+    routes: list[LLMRouteConfig] = []
+    #: Tried in order when the chosen model answers 5xx, times out or cannot be reached.
+    fallbacks: list[str] = []
+
+    @field_validator("models")
+    @classmethod
+    def _known_providers(
+        cls, value: dict[str, LLMModelConfig], info: ValidationInfo
+    ) -> dict[str, LLMModelConfig]:
+        providers = info.data.get("providers")
+        if providers is None:  # already reported
+            return value
+        for name, model in value.items():
+            if model.provider not in providers:
+                raise ValueError(
+                    f"{name}.provider: no provider {model.provider!r}"
+                    f" (llm.providers has {', '.join(sorted(providers))})"
+                )
+        return value
+
+    @field_validator("default", "summary_model", "fallbacks", "routes")
+    @classmethod
+    def _known_models(cls, value: Any, info: ValidationInfo) -> Any:
+        models = info.data.get("models")
+        if models is None or value is None:
+            return value
+        named: list[tuple[str, str]]  # (where, model name)
+        if info.field_name == "routes":
+            named = [(f"[{i}].model", route.model) for i, route in enumerate(value)]
+        elif info.field_name == "fallbacks":
+            named = [(f"[{i}]", name) for i, name in enumerate(value)]
+        else:
+            named = [("", value)]
+        for where, name in named:
+            if name not in models:
+                raise ValueError(
+                    f"{where + ': ' if where else ''}no model {name!r}"
+                    f" (llm.models has {', '.join(sorted(models))})"
+                )
+        return value
+
+    def default_model(self) -> str:
+        return self.default or next(iter(self.models))
 
 
 class HttpConfig(Section):
@@ -265,6 +378,8 @@ class Settings(Section):
     """The root of ``tether.yaml``."""
 
     agent: AgentConfig = AgentConfig()
+    #: Optional: providers and models for the ``llm`` agent and ``ctx.llm``.
+    llm: LLMConfig | None = Field(default=None, validate_default=True)
     memory: MemoryConfig = MemoryConfig()
     http: HttpConfig = HttpConfig()
     pipeline: PipelineConfig = PipelineConfig()
@@ -273,6 +388,27 @@ class Settings(Section):
     plugins: list[str] = []
     access: AccessConfig = AccessConfig()
     logging: LoggingConfig = LoggingConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _llm_by_default(cls, data: Any) -> Any:
+        """With an ``llm`` section and no explicit ``agent.handler``, the LLM answers."""
+        if isinstance(data, dict) and data.get("llm") is not None:
+            agent = data.get("agent")
+            if agent is None or (isinstance(agent, dict) and "handler" not in agent):
+                data = {**data, "agent": {**(agent or {}), "handler": "llm"}}
+        return data
+
+    @field_validator("llm")
+    @classmethod
+    def _llm_when_needed(cls, value: LLMConfig | None, info: ValidationInfo) -> LLMConfig | None:
+        agent = info.data.get("agent")
+        if value is None and agent is not None and agent.handler == "llm":
+            raise ValueError(
+                "agent.handler is 'llm', so an llm section with llm.providers and at least"
+                " one model in llm.models is required"
+            )
+        return value
 
     def secrets(self) -> list[str]:
         """Every secret value in the config, for the log redactor."""

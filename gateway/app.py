@@ -29,9 +29,12 @@ from gateway.agents import echo_router
 from gateway.dispatcher import Dispatcher
 from gateway.http import HttpServer
 from gateway.inbox import Inbox
+from gateway.llm import LLM
+from gateway.llm_agent import llm_router
 from gateway.outbox import Outbox
 from gateway.pipeline import Pipeline
 from gateway.routing import Router
+from memory import tokens
 from memory.sqlite import SqliteStore
 from memory.store import Store, open_store
 
@@ -47,7 +50,7 @@ def load_router(settings: Settings) -> Router:
     root = Router("root")
     for spec in settings.plugins:
         root.include(_import_router(spec))
-    root.include(echo_router())
+    root.include(llm_router(settings) if settings.agent.handler == "llm" else echo_router())
     return root
 
 
@@ -118,8 +121,14 @@ class Gateway:
         self.access = Access(settings.access, self.store)
         self.router = _guarded(router or load_router(settings), self.access)
         self.outbox = Outbox(self.store, self.adapters, settings.outbox)
+        self.llm = LLM(settings) if settings.llm else None
         self.pipeline = Pipeline(
-            self.store, self.router, self.adapters, settings.pipeline, self.outbox.enqueue
+            self.store,
+            self.router,
+            self.adapters,
+            settings.pipeline,
+            self.outbox.enqueue,
+            llm=self.llm,
         )
         self.dispatcher = Dispatcher(
             self.pipeline.run,
@@ -143,6 +152,11 @@ class Gateway:
     async def start(self) -> None:
         self._take_lock()
         await self.store.open()
+        # Seed tiktoken's cache and load the encoding now, off the loop: turns are
+        # counted when written, and a missing encoding should stop the start, not a turn.
+        await asyncio.to_thread(tokens.encoding)
+        if self.llm:
+            await asyncio.to_thread(self.llm.prepare)
         for adapter in self.adapters.values():
             await adapter.open()
         await self.outbox.start()
@@ -204,6 +218,8 @@ class Gateway:
                 log.exception("adapter.close_failed", platform=adapter.platform)
         if self.http:
             await self.http.stop()
+        if self.llm:
+            await self.llm.close()
         await self.store.close()
         self._release_lock()
         log.info("gateway.stopped")

@@ -2,7 +2,8 @@
 
 Handlers never touch the store or an adapter. ``reply``/``send`` queue outbox rows that
 are committed with the checkpoint; ``step`` runs a costly call once per event, across
-retries and crashes.
+retries and crashes; ``llm`` asks the configured models, through ``step`` and within the
+event's token budget.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import structlog
 
 from gateway import metrics
 from gateway.events import Event, OutMessage, Target
+from gateway.llm import LLM, TaskLLM
 from memory.conversation import ConversationMemory
 from memory.store import Store
 
@@ -32,6 +34,7 @@ class Context:
         store: Store,
         log: structlog.typing.FilteringBoundLogger,
         platforms: frozenset[str],
+        llm: LLM | None = None,
     ) -> None:
         self.event = event
         self.conversation = conversation
@@ -43,6 +46,7 @@ class Context:
         self._store = store
         self._platforms = platforms
         self._step_names: set[str] = set()
+        self.llm = TaskLLM(llm, self)
 
     async def reply(self, text: str, *, quote: bool = True, format: Format = "plain") -> None:
         """Answer in the event's chat (and thread), quoting the message when ``quote``."""

@@ -2,7 +2,8 @@
 
 Handlers raise :class:`Retryable` for transient trouble (a timeout, a 503) and
 :class:`Fatal` when another attempt cannot help (a 400, bad input). The pipeline turns
-them into ``retry_wait`` with backoff or a dead letter.
+them into ``retry_wait`` with backoff or a dead letter. :class:`BudgetExceeded` (raised by
+``ctx.llm``) is neither: the task stops with a reply and is checkpointed.
 """
 
 from __future__ import annotations
@@ -18,3 +19,19 @@ class Retryable(Exception):
 
 class Fatal(Exception):
     """Do not try again: dead-letter the event with a snapshot."""
+
+
+class BudgetExceeded(Exception):
+    """A token budget would be crossed by the next LLM call, so it was not made.
+
+    Not a failure to retry: the pipeline ends the task with :attr:`reply` (a clear
+    message to the user) and checkpoints what the task did so far, its spend included.
+    """
+
+    def __init__(self, reply: str, *, budget: str, limit: int, spent: int, needed: int) -> None:
+        super().__init__(reply)
+        self.reply = reply
+        self.budget = budget
+        self.limit = limit
+        self.spent = spent
+        self.needed = needed

@@ -3,7 +3,8 @@
 Dedup already happened when the inbox accepted the event (the key is unique). Here the
 event is observed (``event.started``), worked (the router's handler, through its
 middlewares), and checkpointed: the inbox row done, its outbox rows and its memory rows
-in ONE transaction. A :class:`Retryable` (or any unexpected) error waits with
+in ONE transaction. A :class:`BudgetExceeded` ends the work with its reply and is
+checkpointed like success. A :class:`Retryable` (or any unexpected) error waits with
 exponential backoff and full jitter; :class:`Fatal`, or the last allowed attempt, buries
 the event in ``dead_letters`` with a snapshot of what it saw.
 """
@@ -25,8 +26,9 @@ from config.schema import PipelineConfig
 from gateway import metrics
 from gateway.access import THROTTLE_NOTICE, THROTTLED
 from gateway.context import Context
-from gateway.errors import Fatal, Retryable
+from gateway.errors import BudgetExceeded, Fatal, Retryable
 from gateway.events import OutMessage
+from gateway.llm import LLM
 from gateway.logs import redactor
 from gateway.routing import Router, call
 from gateway.splitting import split_text
@@ -48,6 +50,7 @@ class Pipeline:
         adapters: Mapping[str, Adapter],
         config: PipelineConfig,
         on_checkpoint: Callable[[Sequence[OutboxRow]], None],
+        llm: LLM | None = None,
     ) -> None:
         self.store = store
         self.router = router
@@ -55,6 +58,7 @@ class Pipeline:
         self.config = config
         self.on_checkpoint = on_checkpoint
         self._platforms = frozenset(adapters)
+        self.llm = llm
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""
@@ -63,7 +67,9 @@ class Pipeline:
         elog = log.bind(key=row.key, conversation=row.conversation, attempt=row.attempts)
         elog.info("event.started", platform=event.platform, kind=event.kind.value)
         metrics.EVENTS.labels(event.platform, "started").inc()
-        ctx = Context(event, row.conversation, row.attempts, self.store, elog, self._platforms)
+        ctx = Context(
+            event, row.conversation, row.attempts, self.store, elog, self._platforms, self.llm
+        )
         started = time.monotonic()
         route_name = None
         try:
@@ -75,9 +81,14 @@ class Pipeline:
                 route, middlewares = resolved
                 route_name = route.name
                 async with asyncio.timeout(self.config.handler_timeout):
-                    await call(route, middlewares, ctx)
+                    try:
+                        await call(route, middlewares, ctx)
+                    except BudgetExceeded as exc:  # logged where it was raised
+                        await ctx.reply(exc.reply)
             outbound = self._outbound(row.key, ctx.outbox)
-            rows = await self.store.checkpoint(row.key, outbound, ctx.memory.pending)
+            rows = await self.store.checkpoint(
+                row.key, outbound, ctx.memory.pending, ctx.memory.changes
+            )
         except Fatal as exc:
             await self._bury(row, ctx, exc, elog)
             return None

@@ -1,12 +1,28 @@
 """A handler's view of its conversation's memory: read history now, write at checkpoint.
 
 Writes are buffered and committed in the event's checkpoint transaction, so a crash
-never records half a turn, and a re-run never records a turn twice.
+never records half a turn, and a re-run never records a turn twice. That holds for
+history turns and for everything else a turn may change: the persona, facts, the
+running summary, a reset, and the tokens the event spent (:attr:`changes`).
+
+Token counts are taken here, once, when a turn or fact is written; reads then add up
+stored numbers instead of re-tokenizing the history.
 """
 
 from __future__ import annotations
 
-from memory.store import Store, Turn
+import copy
+
+from memory import tokens
+from memory.store import (
+    ConversationState,
+    Fact,
+    MemoryChanges,
+    Store,
+    Turn,
+    UsageRecord,
+    Window,
+)
 
 
 class ConversationMemory:
@@ -14,11 +30,82 @@ class ConversationMemory:
         self.store = store
         self.conversation = conversation
         self.pending: list[Turn] = []
+        self.changes = MemoryChanges(conversation)
+        self._state: ConversationState | None = None
+
+    # -- reads (committed state) ------------------------------------------------------
 
     async def history(self, limit: int = 50) -> list[Turn]:
-        """The newest ``limit`` committed turns, oldest first."""
+        """The newest ``limit`` committed turns, oldest first (the archive included)."""
         return await self.store.history(self.conversation, limit)
+
+    async def state(self) -> ConversationState:
+        """The conversation's persona override, summary and context start, with this
+        event's pending changes applied."""
+        if self.changes.state is not None:
+            return self.changes.state
+        if self._state is None:
+            self._state = await self.store.conversation(self.conversation)
+        return self._state
+
+    async def window(self, budget: int) -> Window:
+        """The newest unsummarized turns of the current context that fit ``budget``."""
+        state = await self.state()
+        return await self.store.recent(self.conversation, budget, after_id=state.context_from)
+
+    async def facts(self, budget: int | None = None) -> list[Fact]:
+        """Saved facts, oldest first: all, or the newest that fit ``budget`` tokens."""
+        return await self.store.facts(self.conversation, budget)
+
+    # -- writes (at checkpoint) -------------------------------------------------------
 
     def add(self, role: str, text: str) -> None:
         """Record a turn; it is written with the checkpoint, or not at all."""
-        self.pending.append(Turn(conversation=self.conversation, role=role, text=text))
+        self.pending.append(
+            Turn(
+                conversation=self.conversation,
+                role=role,
+                text=text,
+                tokens=tokens.count_message(text),
+            )
+        )
+
+    async def set_persona(self, persona: str | None) -> None:
+        """Override ``agent.persona`` here; None goes back to the default."""
+        state = await self._editable()
+        state.persona = persona
+
+    async def reset(self) -> None:
+        """A fresh context: history so far and the summary leave the prompt.
+
+        Nothing is deleted: the messages stay in the archive (``history``), facts and the
+        persona stay. The lane runs one event of a conversation at a time, so no message
+        can be written between reading the newest id here and the checkpoint.
+        """
+        state = await self._editable()
+        state.context_from = await self.store.last_message_id(self.conversation)
+        state.summary, state.summary_tokens, state.summarized_upto = "", 0, 0
+
+    async def set_summary(self, summary: str, covered: list[Turn]) -> None:
+        """Replace the running summary; ``covered`` turns are marked summarized (kept)."""
+        state = await self._editable()
+        state.summary = summary
+        state.summary_tokens = tokens.count_message(summary)
+        state.summarized_upto = covered[-1].id
+        self.changes.summarized = (covered[0].id, covered[-1].id)
+
+    def remember(self, text: str) -> None:
+        self.changes.facts.append((text, tokens.count_message(text)))
+
+    def forget(self, fact_ids: list[int]) -> None:
+        self.changes.forget.extend(fact_ids)
+
+    def record_usage(self, record: UsageRecord) -> None:
+        """Tokens spent by one LLM call of this event (idempotent on ``record.name``)."""
+        if all(known.name != record.name for known in self.changes.usage):
+            self.changes.usage.append(record)
+
+    async def _editable(self) -> ConversationState:
+        if self.changes.state is None:
+            self.changes.state = copy.deepcopy(await self.state())
+        return self.changes.state

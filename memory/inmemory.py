@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import copy
 import time
 from collections.abc import Mapping, Sequence
@@ -15,13 +16,18 @@ from gateway.events import Event, OutMessage
 from memory.store import (
     UNFINISHED_INBOX,
     UNSENT_OUTBOX,
+    ConversationState,
     DeadLetter,
+    Fact,
     InboxRow,
+    MemoryChanges,
     OutboxRow,
     OutboxStatus,
     Pairing,
     Store,
     Turn,
+    Usage,
+    Window,
 )
 
 
@@ -33,6 +39,13 @@ class MemoryStore(Store):
         self._outbox: dict[str, OutboxRow] = {}
         self._turns: dict[str, list[Turn]] = {}
         self._turn_keys: set[tuple[str, int]] = set()
+        self._message_id = 0
+        self._conversations: dict[str, ConversationState] = {}
+        self._facts: dict[str, list[Fact]] = {}
+        self._fact_keys: set[tuple[str, int]] = set()
+        self._fact_id = 0
+        self._usage_keys: set[tuple[str, str]] = set()
+        self._usage: dict[tuple[str, str, str], Usage] = {}  # (conversation, day, model)
         self._dead: dict[str, DeadLetter] = {}
         self._cursors: dict[str, str] = {}
         self._pairings: dict[tuple[str, str], Pairing] = {}
@@ -100,7 +113,11 @@ class MemoryStore(Store):
         self._touched[row.key] = time.time()
 
     async def checkpoint(
-        self, key: str, outbox: Sequence[OutMessage], turns: Sequence[Turn]
+        self,
+        key: str,
+        outbox: Sequence[OutMessage],
+        turns: Sequence[Turn],
+        changes: MemoryChanges | None = None,
     ) -> list[OutboxRow]:
         self._check()
         stored = self._inbox[key]
@@ -118,9 +135,12 @@ class MemoryStore(Store):
             if (key, position) in self._turn_keys:
                 continue
             self._turn_keys.add((key, position))
+            self._message_id += 1
             self._turns.setdefault(turn.conversation, []).append(
-                replace(turn, event_key=key, created=now)
+                replace(turn, event_key=key, created=now, id=self._message_id, summarized=False)
             )
+        if changes:
+            self._apply(key, changes, now)
         return rows
 
     async def retry_later(self, key: str, retry_at: float, error: str) -> None:
@@ -213,7 +233,112 @@ class MemoryStore(Store):
 
     async def history(self, conversation: str, limit: int) -> list[Turn]:
         self._check()
-        return list(self._turns.get(conversation, [])[-limit:]) if limit > 0 else []
+        turns = self._turns.get(conversation, [])[-limit:] if limit > 0 else []
+        return [replace(turn) for turn in turns]
+
+    async def recent(self, conversation: str, budget: int, *, after_id: int = 0) -> Window:
+        self._check()
+        turns: list[Turn] = []
+        used = 0
+        for turn in reversed(self._turns.get(conversation, [])):
+            if turn.id <= after_id:
+                break
+            if turn.summarized:
+                continue
+            tokens = _tokens(turn)
+            if used + tokens > budget:
+                turns.reverse()
+                return Window(turns, used, more=True)
+            turns.append(replace(turn, tokens=tokens))
+            used += tokens
+        turns.reverse()
+        return Window(turns, used, more=False)
+
+    async def oldest_unsummarized(
+        self, conversation: str, budget: int, *, after_id: int = 0, before_id: int | None = None
+    ) -> list[Turn]:
+        self._check()
+        stored = self._turns.get(conversation, [])
+        start = bisect.bisect_right([t.id for t in stored], after_id)
+        out: list[Turn] = []
+        used = 0
+        for turn in stored[start:]:
+            if before_id is not None and turn.id >= before_id:
+                break
+            if turn.summarized:
+                continue
+            tokens = _tokens(turn)
+            if out and used + tokens > budget:
+                break
+            out.append(replace(turn, tokens=tokens))
+            used += tokens
+        return out
+
+    async def last_message_id(self, conversation: str) -> int:
+        self._check()
+        stored = self._turns.get(conversation)
+        return stored[-1].id if stored else 0
+
+    async def conversation(self, conversation: str) -> ConversationState:
+        self._check()
+        found = self._conversations.get(conversation)
+        return copy.deepcopy(found) if found else ConversationState(conversation)
+
+    async def facts(self, conversation: str, budget: int | None = None) -> list[Fact]:
+        self._check()
+        stored = self._facts.get(conversation, [])
+        if budget is None:
+            return [replace(fact) for fact in stored]
+        out: list[Fact] = []
+        used = 0
+        for fact in reversed(stored):
+            if used + fact.tokens > budget:
+                break
+            out.append(replace(fact))
+            used += fact.tokens
+        out.reverse()
+        return out
+
+    async def usage(self, conversation: str, since: str = "") -> list[Usage]:
+        self._check()
+        rows = [
+            replace(row)
+            for (conv, day, _model), row in self._usage.items()
+            if conv == conversation and day >= since
+        ]
+        return sorted(rows, key=lambda row: (row.day, row.model))
+
+    def _apply(self, key: str, changes: MemoryChanges, now: float) -> None:
+        conversation = changes.conversation
+        if changes.state is not None:
+            self._conversations[conversation] = copy.deepcopy(changes.state)
+        for position, (text, tokens) in enumerate(changes.facts):
+            if (key, position) not in self._fact_keys:
+                self._fact_keys.add((key, position))
+                self._fact_id += 1
+                fact = Fact(self._fact_id, conversation, text, tokens, now)
+                self._facts.setdefault(conversation, []).append(fact)
+        if changes.forget:
+            gone = set(changes.forget)
+            kept = [f for f in self._facts.get(conversation, []) if f.id not in gone]
+            self._facts[conversation] = kept
+        if changes.summarized is not None:
+            first, last = changes.summarized
+            for turn in self._turns.get(conversation, []):
+                if first <= turn.id <= last:
+                    turn.summarized = True
+        for call in changes.usage:
+            if (key, call.name) in self._usage_keys:
+                continue
+            self._usage_keys.add((key, call.name))
+            row = self._usage.setdefault(
+                (conversation, call.day, call.model),
+                Usage(conversation, call.model, call.day, 0, 0, 0.0, 0),
+            )
+            row.prompt_tokens += call.prompt_tokens
+            row.completion_tokens += call.completion_tokens
+            row.cost += call.cost
+            row.calls += 1
 
     # -- cursors --------------------------------------------------------------------
 
@@ -278,3 +403,8 @@ class MemoryStore(Store):
         for out in self._outbox.values():
             outbox[out.status] = outbox.get(out.status, 0) + 1
         return {"inbox": inbox, "outbox": outbox}
+
+
+def _tokens(turn: Turn) -> int:
+    """The stored count; rows without one are charged like the SQLite store does."""
+    return turn.tokens if turn.tokens is not None else len(turn.text) + 4

@@ -31,20 +31,32 @@ import structlog
 
 from gateway.events import Event, OutMessage
 from memory.store import (
+    ConversationState,
     DeadLetter,
+    Fact,
     InboxRow,
     InboxStatus,
+    MemoryChanges,
     OutboxRow,
     OutboxStatus,
     Pairing,
     Store,
     Turn,
+    Usage,
+    Window,
 )
 
 ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
 log = structlog.get_logger("tether.sqlite")
 T = TypeVar("T")
 _MAX_KEYS_PER_QUERY = 500
+_MAX_ID = 2**63 - 1
+# Rows written before token counting (tokens NULL) are charged one token per character
+# plus the message overhead: never less than tiktoken would count.
+_TURN = (
+    "id, conversation, role, text, event_key, coalesce(tokens, length(text) + 4),"
+    " created, summarized"
+)
 _PAIRING = "platform, user_id, name, code, status, created, updated"
 
 MIGRATIONS: list[str] = [
@@ -129,6 +141,65 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (platform, user_id)
     );
     """,
+    # memory: conversations, facts, usage; a partial index for compaction's reads
+    """
+    CREATE TABLE conversations (
+        conversation    TEXT PRIMARY KEY,
+        persona         TEXT,
+        summary         TEXT NOT NULL DEFAULT '',
+        summary_tokens  INTEGER NOT NULL DEFAULT 0,
+        summarized_upto INTEGER NOT NULL DEFAULT 0,
+        context_from    INTEGER NOT NULL DEFAULT 0,
+        settings        TEXT NOT NULL DEFAULT '{}',
+        updated         REAL NOT NULL
+    );
+    CREATE TABLE facts (
+        id           INTEGER PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        tokens       INTEGER NOT NULL,
+        event_key    TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        created      REAL NOT NULL,
+        UNIQUE (event_key, position)
+    );
+    CREATE INDEX facts_conversation ON facts(conversation, id);
+    CREATE TABLE usage_calls (
+        event_key         TEXT NOT NULL,
+        name              TEXT NOT NULL,
+        conversation      TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        day               TEXT NOT NULL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cost              REAL NOT NULL,
+        created           REAL NOT NULL,
+        PRIMARY KEY (event_key, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE usage (
+        conversation      TEXT NOT NULL,
+        day               TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cost              REAL NOT NULL,
+        calls             INTEGER NOT NULL,
+        PRIMARY KEY (conversation, day, model)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER usage_calls_sum AFTER INSERT ON usage_calls BEGIN
+        INSERT INTO usage
+            (conversation, day, model, prompt_tokens, completion_tokens, cost, calls)
+        VALUES
+            (NEW.conversation, NEW.day, NEW.model, NEW.prompt_tokens, NEW.completion_tokens,
+             NEW.cost, 1)
+        ON CONFLICT (conversation, day, model) DO UPDATE SET
+            prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+            completion_tokens = completion_tokens + excluded.completion_tokens,
+            cost = cost + excluded.cost,
+            calls = calls + 1;
+    END;
+    CREATE INDEX messages_unsummarized ON messages(conversation, id) WHERE summarized = 0;
+    """,
 ]
 
 
@@ -208,7 +279,7 @@ class SqliteStore(Store):
                     f"({len(MIGRATIONS)}); upgrade Tether"
                 )
             for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for statement in filter(str.strip, script.split(";")):
+                for statement in _statements(script):
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version={number}")
             db.execute("COMMIT")
@@ -411,7 +482,11 @@ class SqliteStore(Store):
         )
 
     async def checkpoint(
-        self, key: str, outbox: Sequence[OutMessage], turns: Sequence[Turn]
+        self,
+        key: str,
+        outbox: Sequence[OutMessage],
+        turns: Sequence[Turn],
+        changes: MemoryChanges | None = None,
     ) -> list[OutboxRow]:
         now = time.time()
         statements: list[tuple[str, Sequence[Any]]] = [
@@ -441,6 +516,8 @@ class SqliteStore(Store):
                     (turn.conversation, turn.role, turn.text, turn.tokens, key, position, now),
                 )
             )
+        if changes:
+            statements += _memory_statements(key, changes, now)
         await self._write(FINISH, *statements)
         return rows
 
@@ -591,22 +668,118 @@ class SqliteStore(Store):
 
     async def history(self, conversation: str, limit: int) -> list[Turn]:
         rows = await self._read(
-            "SELECT conversation, role, text, event_key, tokens, created, summarized FROM messages"
-            " WHERE conversation = ? ORDER BY id DESC LIMIT ?",
+            f"SELECT {_TURN} FROM messages WHERE conversation = ? ORDER BY id DESC LIMIT ?",
             (conversation, limit),
         )
-        return [
-            Turn(
-                conversation=c,
-                role=r,
-                text=t,
-                event_key=k,
-                tokens=n,
-                created=ts,
-                summarized=bool(s),
+        return [_turn(row) for row in reversed(rows)]
+
+    async def recent(self, conversation: str, budget: int, *, after_id: int = 0) -> Window:
+        turns: list[Turn] = []
+        used = 0
+        before = _MAX_ID
+        page = max(16, min(budget // 16, 512))  # ~a page of typical turns per read
+        while True:
+            rows = await self._read(
+                f"SELECT {_TURN} FROM messages INDEXED BY messages_unsummarized"
+                " WHERE conversation = ? AND summarized = 0 AND id > ? AND id < ?"
+                " ORDER BY id DESC LIMIT ?",
+                (conversation, after_id, before, page),
             )
-            for c, r, t, k, n, ts, s in reversed(rows)
-        ]
+            for row in rows:
+                turn = _turn(row)
+                assert turn.tokens is not None
+                if used + turn.tokens > budget:
+                    turns.reverse()
+                    return Window(turns, used, more=True)
+                turns.append(turn)
+                used += turn.tokens
+            if len(rows) < page:
+                turns.reverse()
+                return Window(turns, used, more=False)
+            before = rows[-1][0]
+            page = min(page * 2, 2048)
+
+    async def oldest_unsummarized(
+        self, conversation: str, budget: int, *, after_id: int = 0, before_id: int | None = None
+    ) -> list[Turn]:
+        turns: list[Turn] = []
+        used = 0
+        after = after_id
+        page = max(16, min(budget // 16, 512))
+        while True:
+            rows = await self._read(
+                f"SELECT {_TURN} FROM messages INDEXED BY messages_unsummarized"
+                " WHERE conversation = ? AND summarized = 0 AND id > ? AND id < ?"
+                " ORDER BY id LIMIT ?",
+                (conversation, after, _MAX_ID if before_id is None else before_id, page),
+            )
+            for row in rows:
+                turn = _turn(row)
+                assert turn.tokens is not None
+                if turns and used + turn.tokens > budget:
+                    return turns
+                turns.append(turn)
+                used += turn.tokens
+            if len(rows) < page:
+                return turns
+            after = rows[-1][0]
+            page = min(page * 2, 2048)
+
+    async def last_message_id(self, conversation: str) -> int:
+        rows = await self._read(
+            "SELECT coalesce(max(id), 0) FROM messages WHERE conversation = ?", (conversation,)
+        )
+        return int(rows[0][0])
+
+    async def conversation(self, conversation: str) -> ConversationState:
+        rows = await self._read(
+            "SELECT persona, summary, summary_tokens, summarized_upto, context_from, settings"
+            " FROM conversations WHERE conversation = ?",
+            (conversation,),
+        )
+        if not rows:
+            return ConversationState(conversation)
+        persona, summary, summary_tokens, upto, context_from, settings = rows[0]
+        return ConversationState(
+            conversation, persona, summary, summary_tokens, upto, context_from, json.loads(settings)
+        )
+
+    async def facts(self, conversation: str, budget: int | None = None) -> list[Fact]:
+        if budget is None:
+            rows = await self._read(
+                "SELECT id, conversation, text, tokens, created FROM facts"
+                " WHERE conversation = ? ORDER BY id",
+                (conversation,),
+            )
+            return [Fact(*row) for row in rows]
+        facts: list[Fact] = []
+        used = 0
+        before = _MAX_ID
+        while True:
+            rows = await self._read(
+                "SELECT id, conversation, text, tokens, created FROM facts"
+                " WHERE conversation = ? AND id < ? ORDER BY id DESC LIMIT 64",
+                (conversation, before),
+            )
+            for row in rows:
+                fact = Fact(*row)
+                if used + fact.tokens > budget:
+                    facts.reverse()
+                    return facts
+                facts.append(fact)
+                used += fact.tokens
+            if len(rows) < 64:
+                facts.reverse()
+                return facts
+            before = rows[-1][0]
+
+    async def usage(self, conversation: str, since: str = "") -> list[Usage]:
+        rows = await self._read(
+            "SELECT conversation, model, day, prompt_tokens, completion_tokens, cost, calls"
+            " FROM usage WHERE conversation = ? AND day >= ? ORDER BY day, model",
+            (conversation, since),
+        )
+        return [Usage(*row) for row in rows]
 
     # -- cursors --------------------------------------------------------------------
 
@@ -694,6 +867,104 @@ class SqliteStore(Store):
             "inbox": {str(s): int(n) for s, n in inbox},
             "outbox": {str(s): int(n) for s, n in outbox},
         }
+
+
+def _memory_statements(
+    key: str, changes: MemoryChanges, now: float
+) -> list[tuple[str, Sequence[Any]]]:
+    """The checkpoint's memory writes, each idempotent, none depending on another's order
+    (the group commit batches statements by shape across events)."""
+    conversation = changes.conversation
+    out: list[tuple[str, Sequence[Any]]] = []
+    if changes.state is not None:
+        state = changes.state
+        out.append(
+            (
+                "INSERT OR REPLACE INTO conversations (conversation, persona, summary,"
+                " summary_tokens, summarized_upto, context_from, settings, updated)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation,
+                    state.persona,
+                    state.summary,
+                    state.summary_tokens,
+                    state.summarized_upto,
+                    state.context_from,
+                    json.dumps(state.settings),
+                    now,
+                ),
+            )
+        )
+    for position, (text, tokens) in enumerate(changes.facts):
+        out.append(
+            (
+                "INSERT OR IGNORE INTO facts"
+                " (conversation, text, tokens, event_key, position, created)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation, text, tokens, key, position, now),
+            )
+        )
+    for fact_id in changes.forget:
+        out.append(("DELETE FROM facts WHERE id = ? AND conversation = ?", (fact_id, conversation)))
+    if changes.summarized is not None:
+        first, last = changes.summarized
+        out.append(
+            (
+                "UPDATE messages SET summarized = 1"
+                " WHERE conversation = ? AND summarized = 0 AND id BETWEEN ? AND ?",
+                (conversation, first, last),
+            )
+        )
+    for call in changes.usage:
+        # The usage_calls_sum trigger adds a newly inserted call to the per-day totals.
+        out.append(
+            (
+                "INSERT OR IGNORE INTO usage_calls (event_key, name, conversation, model, day,"
+                " prompt_tokens, completion_tokens, cost, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    call.name,
+                    conversation,
+                    call.model,
+                    call.day,
+                    call.prompt_tokens,
+                    call.completion_tokens,
+                    call.cost,
+                    now,
+                ),
+            )
+        )
+    return out
+
+
+def _turn(row: Sequence[Any]) -> Turn:
+    id_, conversation, role, text, event_key, tokens, created, summarized = row
+    return Turn(
+        conversation=conversation,
+        role=role,
+        text=text,
+        event_key=event_key,
+        tokens=tokens,
+        created=created,
+        summarized=bool(summarized),
+        id=id_,
+    )
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements; a trigger body's inner ``;`` stays inside it.
+
+    (``executescript`` would commit the migration's transaction halfway.)
+    """
+    statements, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n\t;"):
+                statements.append(pending)
+            pending = ""
+    return statements
 
 
 def _log_failure(future: asyncio.Future[None]) -> None:

@@ -63,6 +63,99 @@ class Turn:
     tokens: int | None = None
     created: float = 0.0
     summarized: bool = False
+    #: The row id, increasing in write order (0 until stored); history windows page on it.
+    id: int = 0
+
+
+@dataclass(slots=True)
+class ConversationState:
+    """A conversation's own settings and its compacted past (the ``conversations`` row)."""
+
+    conversation: str
+    #: Overrides ``agent.persona`` for this conversation (``/persona``); None: the default.
+    persona: str | None = None
+    #: The running summary of every turn marked ``summarized``.
+    summary: str = ""
+    summary_tokens: int = 0
+    #: The newest message id the summary covers.
+    summarized_upto: int = 0
+    #: Messages with an id up to this one are archive, out of the context (``/reset``).
+    context_from: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Fact:
+    """Long-term memory: something the user or the agent asked to remember."""
+
+    id: int
+    conversation: str
+    text: str
+    tokens: int
+    created: float = 0.0
+
+
+@dataclass(slots=True)
+class UsageRecord:
+    """One LLM call's spend. ``name`` is unique within its event, so recording is idempotent."""
+
+    name: str
+    model: str
+    #: The UTC day the call was made, ``YYYY-MM-DD``.
+    day: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float = 0.0
+
+
+@dataclass(slots=True)
+class Usage:
+    """Spend per conversation, model and day."""
+
+    conversation: str
+    model: str
+    day: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    calls: int
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(slots=True)
+class Window:
+    """The newest unsummarized turns that fit a token budget, oldest first."""
+
+    turns: list[Turn]
+    tokens: int
+    #: Older unsummarized turns exist that did not fit: time to compact.
+    more: bool
+
+
+@dataclass(slots=True)
+class MemoryChanges:
+    """What one event changes in its conversation's memory besides new turns.
+
+    Committed in the event's checkpoint transaction, so a crash never applies half of it
+    and a repeated checkpoint applies nothing twice.
+    """
+
+    conversation: str
+    #: The whole new ``conversations`` row, when persona, summary or context changed.
+    state: ConversationState | None = None
+    #: New facts as ``(text, tokens)``.
+    facts: list[tuple[str, int]] = field(default_factory=list)
+    #: Ids of facts to forget.
+    forget: list[int] = field(default_factory=list)
+    #: ``(first, last)`` message ids the new summary covers; they are marked, never deleted.
+    summarized: tuple[int, int] | None = None
+    usage: list[UsageRecord] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.state or self.facts or self.forget or self.summarized or self.usage)
 
 
 @dataclass(slots=True)
@@ -135,12 +228,18 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def checkpoint(
-        self, key: str, outbox: Sequence[OutMessage], turns: Sequence[Turn]
+        self,
+        key: str,
+        outbox: Sequence[OutMessage],
+        turns: Sequence[Turn],
+        changes: MemoryChanges | None = None,
     ) -> list[OutboxRow]:
-        """ONE transaction: the inbox row done, the outbox rows, the history rows.
+        """ONE transaction: the inbox row done, the outbox rows, the history rows, and the
+        event's other memory ``changes`` (conversation row, facts, summarized marks, usage).
 
-        Idempotent: outbox keys and (event key, position) of turns are unique, so a
-        repeated checkpoint of the same event adds nothing.
+        Idempotent: outbox keys, (event key, position) of turns and facts, and (event key,
+        call name) of usage are unique, so a repeated checkpoint of the same event adds
+        nothing.
         """
 
     @abc.abstractmethod
@@ -201,6 +300,38 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def history(self, conversation: str, limit: int) -> list[Turn]:
         """The newest ``limit`` turns of ``conversation``, oldest first."""
+
+    @abc.abstractmethod
+    async def recent(self, conversation: str, budget: int, *, after_id: int = 0) -> Window:
+        """The newest unsummarized turns with ``id > after_id`` whose stored token counts
+        fit ``budget``, oldest first.
+
+        Reads newest-first and stops at the first turn that does not fit, so its cost
+        follows the budget, not the length of the history.
+        """
+
+    @abc.abstractmethod
+    async def oldest_unsummarized(
+        self, conversation: str, budget: int, *, after_id: int = 0, before_id: int | None = None
+    ) -> list[Turn]:
+        """The oldest unsummarized turns with ``after_id < id < before_id`` that fit
+        ``budget`` (at least one, however large), oldest first: the next part to compact."""
+
+    @abc.abstractmethod
+    async def last_message_id(self, conversation: str) -> int:
+        """The id of the conversation's newest message, 0 if it has none."""
+
+    @abc.abstractmethod
+    async def conversation(self, conversation: str) -> ConversationState:
+        """The conversation's row, or a default one if nothing was ever stored."""
+
+    @abc.abstractmethod
+    async def facts(self, conversation: str, budget: int | None = None) -> list[Fact]:
+        """The conversation's facts, oldest first: all, or the newest that fit ``budget``."""
+
+    @abc.abstractmethod
+    async def usage(self, conversation: str, since: str = "") -> list[Usage]:
+        """Spend of ``conversation`` per model and day from UTC day ``since`` on, by day."""
 
     # -- cursors --------------------------------------------------------------------
 

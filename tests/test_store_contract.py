@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,7 +13,15 @@ import pytest
 from gateway.events import Conversation, Event, OutMessage, Target
 from memory.inmemory import MemoryStore
 from memory.sqlite import SqliteStore
-from memory.store import DeadLetter, Store, Turn, open_store
+from memory.store import (
+    ConversationState,
+    DeadLetter,
+    MemoryChanges,
+    Store,
+    Turn,
+    UsageRecord,
+    open_store,
+)
 
 CHAT = Conversation(platform="test", chat_id="c1")
 
@@ -190,3 +199,153 @@ async def test_sqlite_schema_survives_reopen(tmp_path: Path) -> None:
         assert [r.key for r in await second.recover()] == ["k"]
     finally:
         await second.close()
+
+
+# -- conversation memory ------------------------------------------------------------------
+
+
+async def commit(
+    store: Store, key: str, turns: list[Turn] | None = None, changes: MemoryChanges | None = None
+) -> None:
+    """Accept an event and checkpoint it with ``turns`` and ``changes``."""
+    await store.accept([(event(key), "c1")])
+    await store.checkpoint(key, [], turns or [], changes)
+
+
+def said(text: str, tokens: int = 10, role: str = "user") -> Turn:
+    return Turn("c1", role, text, tokens=tokens)
+
+
+async def test_conversation_state_defaults_and_roundtrips(store: Store) -> None:
+    assert await store.conversation("c1") == ConversationState("c1")
+    state = ConversationState(
+        "c1", persona="a pirate", summary="s", summary_tokens=5, summarized_upto=0,
+        context_from=0, settings={"model": "fast"},
+    )  # fmt: skip
+    await commit(store, "k", changes=MemoryChanges("c1", state=state))
+    assert await store.conversation("c1") == state
+    assert await store.conversation("c2") == ConversationState("c2")
+    state.persona = None
+    await commit(store, "k2", changes=MemoryChanges("c1", state=state))
+    assert (await store.conversation("c1")).persona is None
+
+
+async def test_facts_are_added_listed_within_a_budget_and_forgotten(store: Store) -> None:
+    changes = MemoryChanges(
+        "c1", facts=[("likes tea", 5), ("lives in Lisbon", 6), ("has a cat", 7)]
+    )
+    await commit(store, "k", changes=changes)
+    await store.checkpoint("k", [], [], changes)  # a repeated checkpoint adds nothing
+    facts = await store.facts("c1")
+    assert [(f.text, f.tokens) for f in facts] == [
+        ("likes tea", 5),
+        ("lives in Lisbon", 6),
+        ("has a cat", 7),
+    ]
+    assert [f.text for f in await store.facts("c1", budget=13)] == ["lives in Lisbon", "has a cat"]
+    assert await store.facts("c1", budget=3) == []
+    assert await store.facts("c2") == []
+    await commit(store, "k2", changes=MemoryChanges("c1", forget=[facts[0].id, facts[2].id]))
+    assert [f.text for f in await store.facts("c1")] == ["lives in Lisbon"]
+
+
+async def test_usage_is_summed_per_conversation_model_and_day_once_per_call(store: Store) -> None:
+    calls = [
+        UsageRecord("llm:reply", "fast", "2030-01-01", 100, 10, 0.5),
+        UsageRecord("llm:summary", "fast", "2030-01-01", 50, 5, 0.25),
+        UsageRecord("llm:reply#2", "big", "2030-01-01", 7, 3, 1.0),
+    ]
+    await commit(store, "k", changes=MemoryChanges("c1", usage=calls))
+    await store.checkpoint("k", [], [], MemoryChanges("c1", usage=calls))  # repeated: no-op
+    later = UsageRecord("llm:reply", "fast", "2030-01-02", 1, 1)
+    await commit(store, "k2", changes=MemoryChanges("c1", usage=[later]))
+    rows = await store.usage("c1")
+    assert [(u.day, u.model, u.prompt_tokens, u.completion_tokens, u.calls) for u in rows] == [
+        ("2030-01-01", "big", 7, 3, 1),
+        ("2030-01-01", "fast", 150, 15, 2),
+        ("2030-01-02", "fast", 1, 1, 1),
+    ]
+    assert rows[1].cost == pytest.approx(0.75) and rows[1].tokens == 165
+    assert [u.day for u in await store.usage("c1", since="2030-01-02")] == ["2030-01-02"]
+    assert await store.usage("c2") == []
+
+
+async def test_recent_reads_the_newest_unsummarized_turns_within_the_budget(store: Store) -> None:
+    for i in range(10):
+        await commit(store, f"e{i}", [said(f"m{i}", tokens=10)])
+    window = await store.recent("c1", 35)
+    assert [t.text for t in window.turns] == ["m7", "m8", "m9"]
+    assert (window.tokens, window.more) == (30, True)
+    assert all(t.id > 0 for t in window.turns)
+    whole = await store.recent("c1", 1000)
+    assert len(whole.turns) == 10 and not whole.more
+    assert await store.last_message_id("c1") == whole.turns[-1].id
+    assert await store.last_message_id("c2") == 0
+    # after_id: the context starts after a reset
+    fresh = await store.recent("c1", 1000, after_id=whole.turns[7].id)
+    assert [t.text for t in fresh.turns] == ["m8", "m9"] and not fresh.more
+    # a newest turn bigger than the budget: nothing fits, and there is more
+    await commit(store, "big", [said("huge", tokens=500)])
+    assert (await store.recent("c1", 100)).turns == [] and (await store.recent("c1", 100)).more
+
+
+async def test_summarized_turns_are_marked_kept_and_left_out_of_the_window(store: Store) -> None:
+    for i in range(6):
+        await commit(store, f"e{i}", [said(f"m{i}", tokens=10)])
+    oldest = await store.oldest_unsummarized("c1", 25)
+    assert [t.text for t in oldest] == ["m0", "m1"]
+    state = ConversationState("c1", summary="m0 and m1", summarized_upto=oldest[-1].id)
+    changes = MemoryChanges("c1", state=state, summarized=(oldest[0].id, oldest[-1].id))
+    await commit(store, "compact", changes=changes)
+    history = await store.history("c1", 100)
+    assert [(t.text, t.summarized) for t in history] == [
+        ("m0", True), ("m1", True), ("m2", False), ("m3", False), ("m4", False), ("m5", False),
+    ]  # fmt: skip
+    window = await store.recent("c1", 1000)
+    assert [t.text for t in window.turns] == ["m2", "m3", "m4", "m5"] and not window.more
+    ids = [t.id for t in history]
+    assert [t.text for t in await store.oldest_unsummarized("c1", 1000)] == ["m2", "m3", "m4", "m5"]
+    before = await store.oldest_unsummarized("c1", 1000, before_id=ids[4])
+    assert [t.text for t in before] == ["m2", "m3"]
+    after = await store.oldest_unsummarized("c1", 1000, after_id=ids[2])
+    assert [t.text for t in after] == ["m3", "m4", "m5"]
+    # at least one turn, however large, so compaction always makes progress
+    assert [t.text for t in await store.oldest_unsummarized("c1", 1)] == ["m2"]
+
+
+async def test_memory_changes_commit_with_the_checkpoint(store: Store) -> None:
+    [row] = await store.accept([(event("k"), "c1")])
+    assert row is not None
+    await store.begin(row)
+    changes = MemoryChanges(
+        "c1",
+        state=ConversationState("c1", persona="p"),
+        facts=[("f", 2)],
+        usage=[UsageRecord("llm:reply", "m", "2030-01-01", 3, 4)],
+    )
+    await store.checkpoint("k", [out("k#0")], [said("hi")], changes)
+    assert (await store.inbox_row("k")).status == "done"  # type: ignore[union-attr]
+    assert (await store.conversation("c1")).persona == "p"
+    assert [f.text for f in await store.facts("c1")] == ["f"]
+    assert [u.tokens for u in await store.usage("c1")] == [7]
+    assert [t.text for t in await store.history("c1", 5)] == ["hi"]
+
+
+async def test_sqlite_memory_changes_roll_back_with_a_failed_checkpoint(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "atomic.db"))
+    await store.open()
+    try:
+        await store.accept([(event("k"), "c1")])
+        changes = MemoryChanges(
+            "c1",
+            state=ConversationState("c1", persona="p"),
+            usage=[UsageRecord("llm:reply", "m", "2030-01-01", 3, 4)],
+            summarized=(object(), 2),  # type: ignore[arg-type]  # fails inside the transaction
+        )
+        with pytest.raises(sqlite3.ProgrammingError):
+            await store.checkpoint("k", [], [said("hi")], changes)
+        assert (await store.inbox_row("k")).status == "received"  # type: ignore[union-attr]
+        assert (await store.conversation("c1")).persona is None
+        assert await store.usage("c1") == [] and await store.history("c1", 5) == []
+    finally:
+        await store.close()

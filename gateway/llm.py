@@ -1,0 +1,362 @@
+"""LLM calls: OpenAI-compatible chat completions, routed, memoized and within budgets.
+
+One :class:`LLM` per gateway holds an ``AsyncOpenAI`` client per configured provider, so
+OpenAI, OpenRouter, Ollama, vLLM and llama.cpp servers all work through the same SDK.
+Each handler gets ``ctx.llm``, a :class:`TaskLLM` bound to its event:
+
+- **memoized**: every call is a ``ctx.step``, so a retry or a restart after a crash gets
+  the stored answer instead of paying for the same tokens again;
+- **budgeted**: before a real call it checks the event's ``memory.task_token_budget`` and
+  the conversation's ``memory.daily_token_budget``. A call that could cross one is not
+  made (:class:`~gateway.errors.BudgetExceeded`, logged as ``budget.exceeded``), and the
+  completion is capped (``max_tokens``) at what is left, so the model is never trusted to
+  stop by itself;
+- **routed**: the first matching ``llm.routes`` rule (platform, conversation, command,
+  prompt size) picks the model, then ``llm.fallbacks`` are tried in order on 5xx,
+  timeouts and unreachable servers;
+- **accounted**: the API's usage (prompt and completion tokens, cost from the configured
+  prices) is recorded per conversation, model and day in the checkpoint transaction.
+
+The SDK's own retries are off (``max_retries=0``): a 429 or an exhausted fallback list
+raises :class:`~gateway.errors.Retryable`, and the pipeline retries the event durably
+with backoff; 400/401/403 (and other 4xx) raise :class:`~gateway.errors.Fatal`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from config.schema import LLMModelConfig, Settings
+from gateway.errors import BudgetExceeded, Fatal, Retryable
+from memory import tokens
+from memory.store import UsageRecord
+
+if TYPE_CHECKING:
+    import openai
+
+    from gateway.context import Context
+
+log = structlog.get_logger("tether.llm")
+
+Message = dict[str, str]
+#: Completion cap when a model sets no ``max_tokens``: every current model allows it.
+DEFAULT_MAX_TOKENS = 4096
+#: A call with less room than this for its answer is not worth making.
+MIN_COMPLETION_TOKENS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One answered call: the text, which configured model answered, and what it cost."""
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    day: str
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Unavailable(Exception):
+    """The model did not answer (5xx, timeout, connection): try the next fallback."""
+
+
+class LLM:
+    """The configured providers and models; shared by every event of a gateway."""
+
+    def __init__(self, settings: Settings) -> None:
+        if settings.llm is None:
+            raise ValueError("no llm section configured")
+        self.settings = settings
+        self.config = settings.llm
+        self._clients: dict[str, openai.AsyncOpenAI] = {}
+
+    def prepare(self) -> None:
+        """Import the SDK and make the clients now (importing ``openai`` takes ~0.6 s, which
+        should not stall the event loop at the first call). Safe to run in a thread."""
+        for provider in self.config.providers:
+            self.client(provider)
+
+    def client(self, provider: str) -> openai.AsyncOpenAI:
+        """One SDK client (and connection pool) per provider, made on first use."""
+        if provider not in self._clients:
+            import openai  # not at the top: most processes (tether check, dead) never call
+
+            cfg = self.config.providers[provider]
+            self._clients[provider] = openai.AsyncOpenAI(
+                base_url=cfg.base_url,
+                # The SDK insists on a key; local servers (Ollama) ignore whatever is sent.
+                api_key=cfg.api_key.get_secret_value() or "unused",
+                timeout=cfg.timeout,
+                max_retries=0,  # the pipeline retries durably, with backoff
+                default_headers=cfg.headers or None,
+            )
+        return self._clients[provider]
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+    def model(self, name: str) -> LLMModelConfig:
+        return self.config.models[name]
+
+    def candidates(
+        self,
+        *,
+        platform: str,
+        conversation: str,
+        command: str | None,
+        prompt_tokens: int,
+        model: str | None = None,
+    ) -> list[str]:
+        """The model to ask first (``model``, else the first matching route, else the
+        default), then the fallbacks; models whose window the prompt overflows are
+        skipped while another one fits."""
+        first = model or self._route(platform, conversation, command, prompt_tokens)
+        names = [first, *(name for name in self.config.fallbacks if name != first)]
+        need = prompt_tokens + MIN_COMPLETION_TOKENS
+        fitting = [name for name in names if self.model(name).context_tokens >= need]
+        if not fitting:
+            raise Fatal(
+                f"a prompt of {prompt_tokens} tokens fits no configured model"
+                f" (largest context: {max(self.model(n).context_tokens for n in names)})"
+            )
+        return fitting
+
+    def _route(
+        self, platform: str, conversation: str, command: str | None, prompt_tokens: int
+    ) -> str:
+        for route in self.config.routes:
+            if route.platform is not None and route.platform != platform:
+                continue
+            if route.conversation is not None and not fnmatch.fnmatchcase(
+                conversation, route.conversation
+            ):
+                continue
+            if route.command is not None and route.command.lstrip("/") != command:
+                continue
+            if route.min_prompt_tokens is not None and prompt_tokens < route.min_prompt_tokens:
+                continue
+            if route.max_prompt_tokens is not None and prompt_tokens > route.max_prompt_tokens:
+                continue
+            return route.model
+        return self.config.default_model()
+
+    def encoding(self, name: str) -> str:
+        cfg = self.model(name)
+        return cfg.encoding or tokens.encoding_name(cfg.model)
+
+    async def complete(
+        self, name: str, messages: list[Message], max_tokens: int, estimate: int
+    ) -> Completion:
+        """One call to model ``name``; errors mapped to Unavailable / Retryable / Fatal."""
+        import openai
+
+        cfg = self.model(name)
+        client = self.client(cfg.provider)
+        extra: dict[str, Any] = {}
+        if cfg.temperature is not None:
+            extra["temperature"] = cfg.temperature
+        started = time.monotonic()
+        try:
+            response = await client.chat.completions.create(
+                model=cfg.model,
+                messages=messages,  # type: ignore[arg-type]
+                max_tokens=max_tokens,
+                **extra,
+            )
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            raise Unavailable(f"{name}: {type(exc).__name__}: {exc}") from exc
+        except openai.RateLimitError as exc:
+            raise Retryable(
+                f"{name}: HTTP 429 rate limited", retry_after=_retry_after(exc.response)
+            ) from exc
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            if status >= 500 or status == 408:
+                raise Unavailable(f"{name}: HTTP {status}: {exc.message}") from exc
+            if status == 409:
+                raise Retryable(f"{name}: HTTP 409: {exc.message}") from exc
+            raise Fatal(f"{name}: HTTP {status}: {exc.message}") from exc
+        if not response.choices:
+            raise Unavailable(f"{name}: the answer has no choices")
+        text = response.choices[0].message.content or ""
+        usage = response.usage
+        if usage is not None:
+            prompt, completion = usage.prompt_tokens, usage.completion_tokens
+        else:  # some servers omit usage: fall back to our own count
+            prompt, completion = estimate, tokens.count(text, self.encoding(name))
+            log.warning("llm.no_usage", model=name)
+        cost = (prompt * cfg.price_prompt + completion * cfg.price_completion) / 1_000_000
+        log.info(
+            "llm.call",
+            model=name,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost=round(cost, 8),
+            duration_ms=round((time.monotonic() - started) * 1000, 2),
+        )
+        day = datetime.now(UTC).date().isoformat()
+        return Completion(text, name, prompt, completion, cost, day)
+
+
+class TaskLLM:
+    """``ctx.llm``: the LLM as one event sees it, with that event's budget.
+
+    ``spent`` counts the tokens of every call of this event, including answers replayed
+    from memoized steps after a retry: they were paid for by this event, and their usage
+    is committed with its checkpoint.
+    """
+
+    def __init__(self, llm: LLM | None, ctx: Context) -> None:
+        self._llm = llm
+        self._ctx = ctx
+        self.spent = 0
+        self._names: dict[str, int] = {}
+        self._spent_today: int | None = None
+
+    @property
+    def configured(self) -> bool:
+        return self._llm is not None
+
+    @property
+    def settings(self) -> Settings:
+        return self._require().settings
+
+    async def chat(
+        self,
+        messages: list[Message],
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        name: str = "chat",
+    ) -> Completion:
+        """Ask for a completion of ``messages`` (OpenAI chat format).
+
+        ``model`` names a configured model to use instead of the routed one; ``name``
+        names the memoized step (``llm:NAME``, numbered when a handler calls it again).
+        Raises BudgetExceeded before a call that could cross a budget, Retryable when no
+        model answered or on 429, Fatal on a request the API refuses.
+        """
+        llm = self._require()
+        seen = self._names.get(name, 0) + 1
+        self._names[name] = seen
+        step = f"llm:{name}" if seen == 1 else f"llm:{name}#{seen}"
+        event = self._ctx.event
+        candidates = llm.candidates(
+            platform=event.platform,
+            conversation=self._ctx.conversation,
+            command=event.command,
+            prompt_tokens=tokens.count_messages(messages),
+            model=model,
+        )
+
+        async def call() -> dict[str, Any]:
+            cap = await self._room(step, candidates[0], messages, max_tokens)
+            errors = []
+            for index, candidate in enumerate(candidates):
+                estimate = tokens.count_messages(messages, llm.encoding(candidate))
+                try:
+                    completion = await llm.complete(candidate, messages, cap, estimate)
+                except Unavailable as exc:
+                    errors.append(str(exc))
+                    following = candidates[index + 1] if index + 1 < len(candidates) else None
+                    self._ctx.log.warning(
+                        "llm.unavailable", step=step, error=str(exc), fallback=following
+                    )
+                    continue
+                return asdict(completion)
+            raise Retryable("no model answered: " + "; ".join(errors))
+
+        result = Completion(**await self._ctx.step(step, call))
+        self.spent += result.tokens
+        self._ctx.memory.record_usage(
+            UsageRecord(
+                name=step,
+                model=result.model,
+                day=result.day,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                cost=result.cost,
+            )
+        )
+        return result
+
+    async def spent_today(self) -> int:
+        """Tokens this conversation spent today (UTC), this event's calls included."""
+        if self._spent_today is None:
+            today = datetime.now(UTC).date().isoformat()
+            rows = await self._ctx.memory.store.usage(self._ctx.conversation, since=today)
+            self._spent_today = sum(row.tokens for row in rows if row.day == today)
+        return self._spent_today + self.spent
+
+    async def _room(
+        self, step: str, model: str, messages: list[Message], max_tokens: int | None
+    ) -> int:
+        """The completion cap for the next call, or BudgetExceeded if it may not be made."""
+        llm = self._require()
+        memory = llm.settings.memory
+        prompt = tokens.count_messages(messages, llm.encoding(model))
+        cap = max_tokens or llm.model(model).max_tokens or DEFAULT_MAX_TOKENS
+        limits = []
+        if memory.task_token_budget is not None:
+            limits.append(("task", memory.task_token_budget, self.spent))
+        if memory.daily_token_budget is not None:
+            limits.append(("daily", memory.daily_token_budget, await self.spent_today()))
+        for budget, limit, spent in limits:
+            room = limit - spent - prompt
+            if room < MIN_COMPLETION_TOKENS:
+                needed = prompt + MIN_COMPLETION_TOKENS
+                self._ctx.log.warning(
+                    "budget.exceeded",
+                    budget=budget,
+                    limit=limit,
+                    spent=spent,
+                    needed=needed,
+                    step=step,
+                )
+                raise BudgetExceeded(
+                    _budget_reply(budget, limit, spent, needed),
+                    budget=budget,
+                    limit=limit,
+                    spent=spent,
+                    needed=needed,
+                )
+            cap = min(cap, room)
+        return cap
+
+    def _require(self) -> LLM:
+        if self._llm is None:
+            raise Fatal("ctx.llm: no llm section is configured")
+        return self._llm
+
+
+def _budget_reply(budget: str, limit: int, spent: int, needed: int) -> str:
+    if budget == "daily":
+        return (
+            f"This conversation has used its daily token budget ({spent:,} of {limit:,}"
+            " tokens today), so I did not call the model. It resets at 00:00 UTC."
+        )
+    return (
+        f"I stopped before the next model call: it needed about {needed:,} tokens and this"
+        f" request has {max(limit - spent, 0):,} of its {limit:,}-token budget left."
+    )
+
+
+def _retry_after(response: Any) -> float | None:
+    try:
+        value = response.headers.get("retry-after")
+        return float(value) if value is not None else None
+    except (AttributeError, ValueError):
+        return None

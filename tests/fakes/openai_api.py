@@ -1,0 +1,184 @@
+"""A fake OpenAI-compatible chat completions server on 127.0.0.1, for the real SDK.
+
+It records every request (body and headers), answers with a scripted or default text
+and a usage block (by default tiktoken's count of the prompt, and the completion capped
+at ``max_tokens`` as a real server would), and can be told to fail: a status for the
+next N requests, for every request to one model, or for requests a predicate picks
+(e.g. summary calls); or to hang until the server closes (to exercise timeouts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from memory import tokens
+
+Body = dict[str, Any]
+
+
+@dataclass
+class Request:
+    body: Body
+    headers: dict[str, str]
+    status: int = 200
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return list(self.body.get("messages", []))
+
+    @property
+    def system(self) -> str:
+        first = self.messages[0] if self.messages else {}
+        return first.get("content", "") if first.get("role") == "system" else ""
+
+
+@dataclass
+class _Failure:
+    status: int
+    when: Callable[[Body], bool]
+    times: int | None  # None: until healed
+    retry_after: str | None = None
+
+
+@dataclass
+class FakeOpenAI:
+    """``reply(body) -> text`` decides the answers; ``usage`` overrides the token counts."""
+
+    reply: Callable[[Body], str] = field(default=lambda body: "ok")
+    usage: tuple[int, int] | None = None
+    requests: list[Request] = field(default_factory=list)
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        self._failures: deque[_Failure] = deque()
+        self._hang: set[str] = set()
+        self._closing = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+
+    # -- scripting ----------------------------------------------------------------
+
+    def fail(
+        self,
+        status: int,
+        *,
+        times: int | None = 1,
+        model: str | None = None,
+        when: Callable[[Body], bool] | None = None,
+        retry_after: str | None = None,
+    ) -> None:
+        """Answer ``status`` to matching requests, ``times`` times (None: until heal)."""
+
+        def matches(body: Body) -> bool:
+            return (model is None or body.get("model") == model) and (when is None or when(body))
+
+        self._failures.append(_Failure(status, matches, times, retry_after))
+
+    def hang(self, model: str) -> None:
+        """Requests for ``model`` get no answer (until the server closes)."""
+        self._hang.add(model)
+
+    def heal(self) -> None:
+        self._failures.clear()
+        self._hang.clear()
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def answered(self) -> list[Request]:
+        return [r for r in self.requests if r.status == 200]
+
+    async def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[Request]:
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self.requests) >= count)
+        return list(self.requests)
+
+    # -- server -------------------------------------------------------------------
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._completions)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}/v1"
+        return self.url
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._runner:
+            await self._runner.cleanup()
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body: Body = await request.json()
+        record = Request(body, dict(request.headers))
+        failure = self._failure_for(body)
+        if failure is not None:
+            record.status = failure.status
+        async with self._changed:
+            self.requests.append(record)
+            self._changed.notify_all()
+        if body.get("model") in self._hang:
+            await self._closing.wait()
+            raise web.HTTPServiceUnavailable()
+        if failure is not None:
+            headers = {"retry-after": failure.retry_after} if failure.retry_after else {}
+            return web.json_response(
+                {"error": {"message": f"scripted {failure.status}", "type": "fake"}},
+                status=failure.status,
+                headers=headers,
+            )
+        text = self.reply(body)
+        if self.usage is not None:
+            prompt, completion = self.usage
+        else:
+            prompt = tokens.count_messages(body["messages"])
+            completion = tokens.count(text)
+        limit = body.get("max_tokens")
+        if limit is not None:
+            completion = min(completion, int(limit))
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{next(self._ids)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            }
+        )
+
+    def _failure_for(self, body: Body) -> _Failure | None:
+        for failure in list(self._failures):
+            if failure.when(body):
+                if failure.times is not None:
+                    failure.times -= 1
+                    if failure.times <= 0:
+                        self._failures.remove(failure)
+                return failure
+        return None
