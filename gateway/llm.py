@@ -250,6 +250,8 @@ class TaskLLM:
         model answered or on 429, Fatal on a request the API refuses.
         """
         llm = self._require()
+        if model is not None and model not in llm.config.models:
+            raise Fatal(f"ctx.llm.chat: no model {model!r} in llm.models")
         seen = self._names.get(name, 0) + 1
         self._names[name] = seen
         step = f"llm:{name}" if seen == 1 else f"llm:{name}#{seen}"
