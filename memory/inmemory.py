@@ -48,6 +48,7 @@ class MemoryStore(Store):
         self._usage: dict[tuple[str, str, str], Usage] = {}  # (conversation, day, model)
         self._dead: dict[str, DeadLetter] = {}
         self._cursors: dict[str, str] = {}
+        self._cursor_times: dict[str, float] = {}
         self._pairings: dict[tuple[str, str], Pairing] = {}
         self._sent_at: dict[str, float] = {}
         self._seq = 0
@@ -86,6 +87,7 @@ class MemoryStore(Store):
             self._touched[event.key] = now
             out.append(replace(row))
         self._cursors.update(cursors or {})
+        self._cursor_times.update(dict.fromkeys(cursors or {}, time.time()))
         await asyncio.sleep(0)
         return out
 
@@ -349,6 +351,15 @@ class MemoryStore(Store):
     async def set_cursor(self, name: str, value: str) -> None:
         self._check()
         self._cursors[name] = value
+        self._cursor_times[name] = time.time()
+
+    async def recent_cursors(self, prefix: str, since: float) -> dict[str, str]:
+        self._check()
+        return {
+            name: value
+            for name, value in self._cursors.items()
+            if name.startswith(prefix) and self._cursor_times.get(name, 0.0) >= since
+        }
 
     # -- pairing --------------------------------------------------------------------
 

@@ -798,6 +798,14 @@ class SqliteStore(Store):
             ),
         )
 
+    async def recent_cursors(self, prefix: str, since: float) -> dict[str, str]:
+        rows = await self._read(
+            "SELECT name, value FROM cursors"
+            " WHERE substr(name, 1, length(?)) = ? AND updated >= ? ORDER BY name",
+            (prefix, prefix, since),
+        )
+        return {str(name): str(value) for name, value in rows}
+
     # -- pairing --------------------------------------------------------------------
 
     async def pairing(self, platform: str, user_id: str) -> Pairing | None:

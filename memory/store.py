@@ -341,6 +341,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def set_cursor(self, name: str, value: str) -> None: ...
 
+    @abc.abstractmethod
+    async def recent_cursors(self, prefix: str, since: float) -> dict[str, str]:
+        """Cursors whose name starts with ``prefix``, set at or after ``since`` (epoch s).
+
+        How an adapter finds what was active before a restart (Discord: the channels to
+        backfill) from the cursors it already commits with its events, instead of
+        keeping a second list that could disagree with them.
+        """
+
     # -- pairing (access control) ---------------------------------------------------
 
     @abc.abstractmethod

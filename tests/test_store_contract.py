@@ -70,6 +70,18 @@ async def test_accept_commits_cursor_with_the_events(store: Store) -> None:
     assert await store.cursor("missing") is None
 
 
+async def test_recent_cursors_by_prefix_and_update_time(store: Store) -> None:
+    await store.accept([], cursors={"dc:chan:1": "10", "dc:chan:2": "20", "tg:1": "5"})
+    await store.set_cursor("dc:chan:3", "30")
+    await store.set_cursor("a_b:1", "x")
+    await store.set_cursor("aXb:2", "y")  # a prefix is literal: "_" and "%" match nothing else
+    found = await store.recent_cursors("dc:chan:", time.time() - 60)
+    assert found == {"dc:chan:1": "10", "dc:chan:2": "20", "dc:chan:3": "30"}
+    assert await store.recent_cursors("a_b:", 0) == {"a_b:1": "x"}
+    assert await store.recent_cursors("dc:chan:", time.time() + 60) == {}
+    assert await store.recent_cursors("nothing:", 0) == {}
+
+
 async def test_event_roundtrips_through_the_store(store: Store) -> None:
     original = event("rt", "text with ünïcode ✓").model_copy(update={"meta": {"n": 1}})
     await store.accept([(original, "c1")])
