@@ -74,6 +74,11 @@ class Adapter(abc.ABC):
     def connected(self) -> bool:
         return True
 
+    @property
+    def problem(self) -> str | None:
+        """Why the adapter is not connected, when it knows (readiness shows it)."""
+        return None
+
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Get ready to send (sessions, identity); called before recovery resends anything."""
 

@@ -238,7 +238,9 @@ class Gateway:
         except Exception as exc:
             problems.append(f"store unreachable: {type(exc).__name__}: {exc}")
         problems += [
-            f"{name} not connected" for name, a in self.adapters.items() if not a.connected
+            f"{name} not connected" + (f": {a.problem}" if a.problem else "")
+            for name, a in self.adapters.items()
+            if not a.connected
         ]
         return problems
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 import structlog
 
 from gateway import metrics
-from gateway.events import Event, OutMessage, Target
+from gateway.events import REPLY_META, Event, OutMessage, Target
 from gateway.llm import LLM, TaskLLM
 from memory.conversation import ConversationMemory
 from memory.store import Store
@@ -52,7 +52,16 @@ class Context:
         """Answer in the event's chat (and thread), quoting the message when ``quote``."""
         target = self.event.conversation.target()
         reply_to = self.event.message_id if quote else None
-        await self.send(target, text, reply_to=reply_to, format=format)
+        # An adapter may ask for data on every reply (Discord: the token of the slash
+        # command being answered); it travels in OutMessage.meta to its send().
+        meta = self.event.meta.get(REPLY_META)
+        await self.send(
+            target,
+            text,
+            reply_to=reply_to,
+            format=format,
+            meta=dict(meta) if isinstance(meta, dict) else None,
+        )
 
     async def send(
         self,
@@ -61,6 +70,7 @@ class Context:
         *,
         reply_to: str | None = None,
         format: Format = "plain",
+        meta: dict[str, Any] | None = None,
     ) -> None:
         """Queue a message to any chat, e.g. ``"telegram:12345"``; sent after checkpoint."""
         if isinstance(target, str):
@@ -69,7 +79,9 @@ class Context:
             raise ValueError(f"no enabled platform {target.platform!r} to send to")
         if not text:
             return
-        self.outbox.append(OutMessage(target=target, text=text, reply_to=reply_to, format=format))
+        self.outbox.append(
+            OutMessage(target=target, text=text, reply_to=reply_to, format=format, meta=meta or {})
+        )
 
     async def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` once for this event; a re-run after a retry or crash gets its result.

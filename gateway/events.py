@@ -15,6 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
+#: ``Event.meta`` key: a dict that :meth:`Context.reply` copies into every reply's
+#: ``OutMessage.meta``, for what the adapter needs to answer this very event.
+REPLY_META = "reply_meta"
 
 
 class Kind(StrEnum):
