@@ -35,6 +35,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import random
 import threading
 import time
@@ -303,7 +304,11 @@ class FeishuAdapter(Adapter):
         inbox = self._inbox
         if inbox is None:  # not started yet, or stopping: Feishu will deliver it again
             return web.json_response({"msg": "not ready"}, status=503)
-        await self._ingest(inbox, outcome)
+        try:
+            await self._ingest(inbox, outcome)
+        except Exception as exc:  # the store failed: not committed, so not acknowledged
+            log.error("feishu.accept_failed", error=_describe(exc))
+            return web.json_response({"msg": "not stored, deliver again"}, status=503)
         return web.json_response({"msg": "success"})
 
     def verify(
@@ -359,6 +364,8 @@ class FeishuAdapter(Adapter):
         try:
             sent_at = float(timestamp)
         except ValueError:
+            return "timestamp is not a number"
+        if not math.isfinite(sent_at):
             return "timestamp is not a number"
         age = (time.time() if now is None else now) - sent_at
         if abs(age) > self.config.webhook.max_age:

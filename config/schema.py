@@ -40,7 +40,8 @@ class AgentConfig(Section):
 
 
 class MemoryConfig(Section):
-    #: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, or ``memory://`` (nothing kept).
+    #: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``postgresql://user@host/db``
+    #: (several instances), or ``memory://`` (nothing kept).
     store: str = "sqlite:///tether.db"
     #: ``normal`` survives a process crash (kill -9); ``full`` also survives power loss,
     #: at the cost of an fsync per group commit.
@@ -59,9 +60,10 @@ class MemoryConfig(Section):
     @field_validator("store")
     @classmethod
     def _known_scheme(cls, value: str) -> str:
-        if not value.startswith(("sqlite://", "memory://")):
+        if not value.startswith(("sqlite://", "postgresql://", "postgres://", "memory://")):
             raise ValueError(
-                f"must start with sqlite:/// or memory:// (got {value.split(':', 1)[0]!r})"
+                "must start with sqlite:///, postgresql:// or memory://"
+                f" (got {value.split(':', 1)[0]!r})"
             )
         return value
 

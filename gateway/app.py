@@ -134,6 +134,7 @@ class Gateway:
             self.pipeline.run,
             concurrency=settings.pipeline.concurrency,
             queue_size=settings.pipeline.queue_size,
+            store=self.store,
         )
         self.inbox = Inbox(
             self.store,
@@ -183,6 +184,9 @@ class Gateway:
         interval = self.settings.pipeline.sweep_interval
         while True:
             await asyncio.sleep(interval)
+            if self.store.shared:
+                await self._sweep_shared()
+                continue
             try:
                 read_at = time.monotonic()
                 rows = await self.store.pending(time.time() - interval)
@@ -192,6 +196,17 @@ class Gateway:
                     await self.dispatcher.submit(fresh)
             except Exception:
                 log.exception("gateway.sweep_failed")
+
+    async def _sweep_shared(self) -> None:
+        """Shared store: look at every lane with work, whichever process accepted it, so
+        a lane or chat whose process died is taken over within one interval."""
+        try:
+            for conversation in await self.store.busy_conversations():
+                self.dispatcher.poke(conversation)
+            for target in await self.store.busy_targets():
+                self.outbox.poke(target)
+        except Exception:
+            log.exception("gateway.sweep_failed")
 
     async def stop(self) -> None:
         """Ingress first, then in-flight handlers, then the outbox, then the store."""

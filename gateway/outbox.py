@@ -40,22 +40,38 @@ class Outbox:
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
+        self._shared = store.shared
+        self._dirty: set[str] = set()
 
     async def start(self) -> None:
         """Load what a previous run left unsent and start sending it."""
+        if self._shared:
+            for target in await self.store.busy_targets():
+                self.poke(target)
+            return
         rows = []
         for row in await self.store.unsent():
-            adapter = self.adapters.get(row.platform)
-            if adapter is None:
-                log.warning("outbox.no_adapter", key=row.key, platform=row.platform)
-                continue
-            if row.status == "sending" and not (adapter.idempotent_send or adapter.resend_unknown):
-                await self._mark_unknown(row, "interrupted while sending (process stopped)")
-                continue
-            rows.append(row)
+            if await self._usable(row):
+                rows.append(row)
         self.enqueue(rows)
 
+    async def _usable(self, row: OutboxRow) -> bool:
+        """False for a row that cannot be sent as it is: no adapter, or a send that a
+        crash interrupted on a platform where resending could duplicate it."""
+        adapter = self.adapters.get(row.platform)
+        if adapter is None:
+            log.warning("outbox.no_adapter", key=row.key, platform=row.platform)
+            return False
+        if row.status == "sending" and not (adapter.idempotent_send or adapter.resend_unknown):
+            await self._mark_unknown(row, "interrupted while sending (process stopped)")
+            return False
+        return True
+
     def enqueue(self, rows: Iterable[OutboxRow]) -> None:
+        if self._shared:
+            for target in dict.fromkeys(row.message.target.key for row in rows):
+                self.poke(target)
+            return
         for row in rows:
             target = row.message.target.key
             lane = self._lanes.get(target)
@@ -68,24 +84,23 @@ class Outbox:
                     self._work(target), name=f"send:{target}"
                 )
 
+    def poke(self, target: str) -> None:
+        """Shared store: look at ``target``'s unsent rows (new ones may be there)."""
+        if self._stopping:
+            return
+        if target in self._workers:
+            self._dirty.add(target)
+            return
+        self._idle.clear()
+        self._workers[target] = asyncio.create_task(
+            self._work_shared(target), name=f"send:{target}"
+        )
+
     async def _work(self, target: str) -> None:
         lane = self._lanes[target]
         try:
             while lane and not self._stopping:
-                row = lane[0]
-                if row.next_at is not None and (wait := row.next_at - time.time()) > 0:
-                    await asyncio.sleep(wait)
-                async with self._slots:
-                    try:
-                        finished = await self._send(row)
-                    except Exception:
-                        # The store failed around the send: keep the row, pause, retry.
-                        log.exception("outbox.error", key=row.key)
-                        row.next_at = time.time() + backoff(
-                            row.attempts + 1, self.config.backoff_base, self.config.backoff_max
-                        )
-                        finished = False
-                if finished:
+                if await self._attempt(lane[0]):
                     lane.popleft()
         finally:
             self._workers.pop(target, None)
@@ -93,6 +108,48 @@ class Outbox:
                 self._lanes.pop(target, None)
             if not self._workers:
                 self._idle.set()
+
+    async def _work_shared(self, target: str) -> None:
+        """One process sends to a chat at a time: take its lock, send what the store
+        holds for it in order, let go, and look once more."""
+        lock = f"out:{target}"
+        try:
+            while not self._stopping:
+                self._dirty.discard(target)
+                if not await self.store.try_lock(lock):
+                    return
+                try:
+                    while not self._stopping and (rows := await self.store.unsent_for(target)):
+                        for row in rows:
+                            if not await self._usable(row):
+                                continue
+                            while not self._stopping and not await self._attempt(row):
+                                pass
+                finally:
+                    await self.store.unlock(lock)
+                if target not in self._dirty and not await self.store.unsent_for(target):
+                    return
+        except Exception:
+            log.exception("outbox.error", target=target)
+        finally:
+            self._workers.pop(target, None)
+            if not self._workers:
+                self._idle.set()
+
+    async def _attempt(self, row: OutboxRow) -> bool:
+        """One send attempt after the row's retry time; True once it is final."""
+        if row.next_at is not None and (wait := row.next_at - time.time()) > 0:
+            await asyncio.sleep(wait)
+        async with self._slots:
+            try:
+                return await self._send(row)
+            except Exception:
+                # The store failed around the send: keep the row, pause, retry.
+                log.exception("outbox.error", key=row.key)
+                row.next_at = time.time() + backoff(
+                    row.attempts + 1, self.config.backoff_base, self.config.backoff_max
+                )
+                return False
 
     async def _send(self, row: OutboxRow) -> bool:
         """One attempt; True when the row reached a final state (sent, dead, unknown)."""

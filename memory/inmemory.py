@@ -98,6 +98,19 @@ class MemoryStore(Store):
                 row.status = "received"
         return [replace(r) for r in self._inbox.values() if r.status in UNFINISHED_INBOX]
 
+    async def lane(self, conversation: str) -> list[InboxRow]:
+        self._check()
+        return [
+            replace(r)
+            for r in self._inbox.values()
+            if r.conversation == conversation and r.status in UNFINISHED_INBOX
+        ]
+
+    async def busy_conversations(self) -> list[str]:
+        self._check()
+        busy = (r.conversation for r in self._inbox.values() if r.status in UNFINISHED_INBOX)
+        return list(dict.fromkeys(busy))
+
     async def pending(self, older_than: float) -> list[InboxRow]:
         self._check()
         return [

@@ -460,6 +460,22 @@ class SqliteStore(Store):
         )
         return [_inbox(row) for row in rows]
 
+    async def lane(self, conversation: str) -> list[InboxRow]:
+        rows = await self._read(
+            "SELECT seq, key, conversation, payload, status, attempts, retry_at, error FROM inbox"
+            " WHERE status IN ('received', 'running', 'retry_wait') AND conversation = ?"
+            " ORDER BY seq",
+            (conversation,),
+        )
+        return [_inbox(row) for row in rows]
+
+    async def busy_conversations(self) -> list[str]:
+        rows = await self._read(
+            "SELECT DISTINCT conversation FROM inbox"
+            " WHERE status IN ('received', 'running', 'retry_wait')"
+        )
+        return [str(row[0]) for row in rows]
+
     async def pending(self, older_than: float) -> list[InboxRow]:
         rows = await self._read(
             "SELECT seq, key, conversation, payload, status, attempts, retry_at, error FROM inbox"

@@ -185,6 +185,33 @@ class Pairing:
 class Store(abc.ABC):
     """Durable state behind one small interface. All methods are safe to call concurrently."""
 
+    #: Several gateway processes may use this store at once (PostgreSQL). They then take a
+    #: conversation's lane with :meth:`try_lock` before running its events.
+    shared: bool = False
+
+    async def try_lock(self, name: str) -> bool:
+        """Take the cross-process lock ``name``; stores used by one process always succeed."""
+        return True
+
+    async def unlock(self, name: str) -> None:  # noqa: B027 - nothing to release by default
+        """Release :meth:`try_lock`'s lock."""
+
+    @abc.abstractmethod
+    async def lane(self, conversation: str) -> list[InboxRow]:
+        """The conversation's unfinished events by seq (read while holding its lane)."""
+
+    @abc.abstractmethod
+    async def busy_conversations(self) -> list[str]:
+        """Conversations with unfinished events."""
+
+    async def unsent_for(self, target: str) -> list[OutboxRow]:
+        """Unsent outbox rows for one chat (``Target.key``), by seq."""
+        return [row for row in await self.unsent() if row.message.target.key == target]
+
+    async def busy_targets(self) -> list[str]:
+        """Chats with unsent outbox rows."""
+        return list(dict.fromkeys(row.message.target.key for row in await self.unsent()))
+
     # -- lifecycle ------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -212,7 +239,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def recover(self) -> list[InboxRow]:
-        """Put ``running`` rows back to ``received``; return every unfinished row by seq."""
+        """Every unfinished row by seq. A store used by one process also puts stale
+        ``running`` rows back to ``received``; a shared store leaves that to whoever takes
+        the conversation's lane (another process may be running them)."""
 
     @abc.abstractmethod
     async def pending(self, older_than: float) -> list[InboxRow]:
@@ -386,6 +415,10 @@ def open_store(url: str, *, synchronous: str = "normal") -> Store:
         from memory.sqlite import SqliteStore
 
         return SqliteStore(sqlite_path(url), synchronous=synchronous)
+    if url.startswith(("postgresql://", "postgres://")):
+        from memory.postgres import PostgresStore
+
+        return PostgresStore(url)
     if url.startswith("memory://"):
         from memory.inmemory import MemoryStore
 

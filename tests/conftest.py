@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import sys
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -110,6 +113,58 @@ def _logging() -> None:
     """Log to this test's captured stderr (a CLI call in an earlier test may have
     pointed structlog at a stream that is closed now)."""
     logs.configure("info", "json", stream=sys.stderr)
+
+
+PG_ADMIN = os.environ.get("TETHER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    """The test PostgreSQL server: skipped when unreachable, except in CI, where it fails."""
+    import asyncpg
+
+    async def probe() -> str | None:
+        try:
+            conn = await asyncpg.connect(PG_ADMIN, timeout=5)
+        except (OSError, asyncpg.PostgresError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        await conn.close()
+        return None
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # outside any running loop
+        problem = pool.submit(asyncio.run, probe()).result()
+    if problem:
+        message = f"PostgreSQL at {PG_ADMIN} is not reachable ({problem})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + "; CI needs it", pytrace=False)
+        pytest.skip(message)
+    return PG_ADMIN
+
+
+def _pg(sql: str) -> None:
+    """Run one admin statement from outside any event loop (fixtures run inside one)."""
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(PG_ADMIN)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, run()).result()
+
+
+@pytest.fixture
+def pg_dsn(pg_server: str) -> Iterator[str]:
+    """A DSN for a fresh, empty schema of its own, dropped afterwards."""
+    schema = f"tether_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    _pg(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{pg_server}?search_path={schema}"
+    finally:
+        _pg(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ conditions (the fake's, or the gateway draining), never on sleeps.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import signal
 import socket
@@ -623,6 +624,23 @@ def test_verify_checks_freshness_both_ways(adapter: FeishuAdapter) -> None:
     for now in (1_000_000 + 301, 1_000_000 - 301):
         outcome = adapter.verify(body, headers, now=now)
         assert isinstance(outcome, Rejected) and outcome.status == 401
+    for stamp in ("nan", "inf", "soon"):
+        # A signature over a bogus timestamp is still not a fresh request.
+        signature = hashlib.sha256((stamp + "n" + ENCRYPT_KEY).encode() + body).hexdigest()
+        bogus = {**headers, "X-Lark-Request-Timestamp": stamp, "X-Lark-Request-Nonce": "n"}
+        outcome = adapter.verify(body, {**bogus, "X-Lark-Signature": signature})
+        assert outcome == Rejected(401, "timestamp is not a number")
+
+
+async def test_a_store_failure_is_503_not_500(tmp_path: Path, fake: FakeFeishu) -> None:
+    async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+
+        async def broken_accept(events: Any, cursors: Any = None) -> list[bool]:
+            raise OSError("disk I/O error")
+
+        gateway.inbox.accept = broken_accept  # type: ignore[method-assign]
+        assert await post_event(gateway, message_event("om_disk", "disk")) == 503
+    assert inbox_rows(tmp_path) == []
 
 
 def test_requests_carry_the_uuid_and_choose_create_or_reply(adapter: FeishuAdapter) -> None:

@@ -34,10 +34,12 @@ def out(key: str, text: str = "reply") -> OutMessage:
     return OutMessage(key=key, target=Target(platform="test", chat_id="c1"), text=text)
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     if request.param == "sqlite":
         s: Store = SqliteStore(str(tmp_path / "contract.db"))
+    elif request.param == "postgres":
+        s = open_store(request.getfixturevalue("pg_dsn"))
     else:
         s = MemoryStore()
     await s.open()
@@ -95,7 +97,19 @@ async def test_begin_counts_attempts_and_recover_resets_running(store: Store) ->
     await store.begin(row)
     assert row.attempts == 1 and row.status == "running"
     recovered = await store.recover()
-    assert [(r.key, r.status, r.attempts) for r in recovered] == [("k", "received", 1)]
+    stale = "running" if store.shared else "received"
+    assert [(r.key, r.status, r.attempts) for r in recovered] == [("k", stale, 1)]
+
+
+async def test_lanes_list_unfinished_events_per_conversation(store: Store) -> None:
+    for key, conversation in (("a1", "A"), ("b1", "B"), ("a2", "A")):
+        await store.accept([(event(key), conversation)])
+    await store.checkpoint("b1", [out("b1#0")], [])
+    assert [r.key for r in await store.lane("A")] == ["a1", "a2"]
+    assert await store.lane("B") == []
+    assert sorted(await store.busy_conversations()) == ["A"]
+    assert [r.key for r in await store.unsent_for("test:c1")] == ["b1#0"]
+    assert await store.busy_targets() == ["test:c1"]
 
 
 async def test_checkpoint_is_atomic_and_idempotent(store: Store) -> None:
@@ -189,6 +203,23 @@ async def test_outbox_status_transitions(store: Store) -> None:
     assert await store.requeue("k#1") is True
     assert [r.key for r in await store.unsent()] == ["k#1"]
     assert (await store.counts())["outbox"] == {"sent": 1, "pending": 1}
+
+
+async def test_locks_are_exclusive_across_processes_and_released(pg_dsn: str) -> None:
+    first, second = open_store(pg_dsn), open_store(pg_dsn)
+    await first.open()
+    await second.open()
+    try:
+        assert await first.try_lock("lane:c1")
+        assert not await second.try_lock("lane:c1")
+        assert await second.try_lock("lane:c2")
+        await first.unlock("lane:c1")
+        assert await second.try_lock("lane:c1")
+        await second.close()  # a dead process's locks go with its connection
+        assert await first.try_lock("lane:c1") and await first.try_lock("lane:c2")
+    finally:
+        await first.close()
+        await second.close()
 
 
 async def test_closed_store_refuses_work(tmp_path: Path) -> None:

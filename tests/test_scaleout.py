@@ -1,0 +1,80 @@
+"""Several gateways on one PostgreSQL store: one conversation never runs in two places,
+order holds, every event is handled once and every reply sent once."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from adapters.base import Sent
+from adapters.loopback import LoopbackAdapter
+from gateway import Context, Router
+from gateway.app import Gateway
+from gateway.events import OutMessage
+from tests.conftest import make_settings
+
+
+async def test_two_gateways_share_lanes_without_double_handling(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    running: dict[str, str] = {}  # conversation -> gateway now running it
+    overlaps: list[str] = []
+    handled: list[tuple[str, str, str]] = []
+
+    def router(name: str) -> Router:
+        r = Router()
+
+        @r.text()
+        async def handle(ctx: Context) -> None:
+            chat = ctx.conversation
+            if chat in running:
+                overlaps.append(chat)
+            running[chat] = name
+            await asyncio.sleep(0.001)  # let the other gateway try the same lane
+            del running[chat]
+            handled.append((name, chat, ctx.event.text))
+            await ctx.reply(f"re:{ctx.event.text}")
+
+        return r
+
+    settings = make_settings(tmp_path, memory={"store": pg_dsn}, pipeline={"sweep_interval": 0.05})
+    total = 8 * 25
+    all_sent = asyncio.Event()
+
+    class Counting(LoopbackAdapter):
+        """Either gateway may send a reply: together they must send every one."""
+
+        async def send(self, message: OutMessage) -> Sent:
+            sent = await super().send(message)
+            if sum(len(a.sent) for a in adapters) >= total:
+                all_sent.set()
+            return sent
+
+    adapters = [Counting(), Counting()]
+    gateways = [
+        Gateway(settings, {"loopback": adapters[i]}, router=router(f"g{i}")) for i in range(2)
+    ]
+    for gateway in gateways:
+        await gateway.start()
+    try:
+        chats = [str(c) for c in range(8)]
+
+        async def feed(chat: str) -> None:
+            for n in range(25):  # alternate the gateway that accepts, as a balancer would
+                adapter = adapters[n % 2]
+                await adapter.deliver(adapter.event(f"{chat}-{n}", chat=chat, key=f"e:{chat}:{n}"))
+
+        await asyncio.gather(*(feed(chat) for chat in chats))
+
+        await asyncio.wait_for(all_sent.wait(), 60)
+    finally:
+        for gateway in gateways:
+            await gateway.stop()
+
+    assert overlaps == []
+    assert len(handled) == total and len({h[2] for h in handled}) == total
+    sent = [d.message.text for a in adapters for d in a.sent]
+    assert sorted(sent) == sorted(f"re:{c}-{n}" for c in chats for n in range(25))
+    for chat in chats:
+        order = [int(text.split("-")[1]) for _g, c, text in handled if c == f"loopback:{chat}"]
+        assert order == list(range(25))
