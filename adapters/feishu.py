@@ -119,6 +119,7 @@ class FeishuAdapter(Adapter):
         self._ws_loop: asyncio.AbstractEventLoop | None = None
         self._ws_client: lark_ws.Client | None = None
         self._ws_stopping = False
+        self._ws_error: str | None = None
         secret = config.encrypt_key.get_secret_value() if config.encrypt_key else ""
         self._encrypt_key = secret
         self._cipher = AESCipher(secret) if secret else None
@@ -134,6 +135,16 @@ class FeishuAdapter(Adapter):
             return self._inbox is not None
         client = self._ws_client
         return client is not None and getattr(client, "_conn", None) is not None
+
+    @property
+    def problem(self) -> str | None:
+        if self.connected:
+            return None
+        if self.config.mode == "webhook":
+            return "not accepting webhook posts (starting or stopping)"
+        if self._ws_error:
+            return f"long connection failed: {self._ws_error}"
+        return "long connection not established (connecting or reconnecting)"
 
     async def open(self) -> None:
         """The bot's own open_id (``GET /open-apis/bot/v3/info``), to tell mentions of it."""
@@ -210,6 +221,7 @@ class FeishuAdapter(Adapter):
             return
         ready = threading.Event()
         self._ws_stopping = False
+        self._ws_error = None
         self._ws_thread = threading.Thread(
             target=self._run_ws, args=(ready,), name="feishu-ws", daemon=True
         )
@@ -267,7 +279,8 @@ class FeishuAdapter(Adapter):
             client.start()
         except Exception as exc:
             if not self._ws_stopping:  # stop() ends start() by stopping its loop
-                log.error("feishu.ws_failed", error=_describe(exc))
+                self._ws_error = _describe(exc)
+                log.error("feishu.ws_failed", error=self._ws_error)
         finally:
             ready.set()
             _close_loop(loop, client)

@@ -712,6 +712,23 @@ async def test_long_connection_refuses_while_stopping(tmp_path: Path, fake: Fake
     assert inbox_rows(tmp_path) == []
 
 
+async def test_a_refused_long_connection_is_reported_by_readiness(
+    tmp_path: Path, fake: FakeFeishu
+) -> None:
+    fake.refuse_connections = True
+    settings = feishu_settings(
+        tmp_path, fake, mode="websocket", verification_token=None, encrypt_key=None
+    )
+    async with running(settings) as (gateway, adapter):
+        thread = adapter._ws_thread
+        assert thread is not None
+        await asyncio.to_thread(thread.join, 10)  # a refusal is final: the SDK gives up
+        assert not adapter.connected
+        assert adapter.problem is not None and "long connection failed" in adapter.problem
+        (reason,) = await gateway.readiness()
+        assert reason.startswith("feishu not connected: long connection failed: ClientException")
+
+
 # -- config, startup, import cost -----------------------------------------------------------
 
 

@@ -91,6 +91,7 @@ class FakeFeishu:
         self.ack_probe: Callable[[str], Any] | None = None
         self.ws_connections = 0
         self.pings = 0  # the SDK pings as soon as it has connected
+        self.refuse_connections = False  # the endpoint lookup answers "forbidden"
         self.ws_open = False
         self.port = 0
         self._by_uuid: dict[str, dict[str, Any]] = {}
@@ -269,8 +270,8 @@ class FakeFeishu:
 
     async def _endpoint(self, request: web.Request) -> web.Response:
         call = await self._record(request)
-        if call.body.get("AppID") != self.app_id or call.body.get("AppSecret") != self.app_secret:
-            return self._answer(call, 200, {"code": 1000040343, "msg": "invalid app"})
+        if self.refuse_connections or call.body.get("AppSecret") != self.app_secret:
+            return self._answer(call, 200, {"code": 403, "msg": "app credentials rejected"})
         url = f"ws://127.0.0.1:{self.port}/ws?device_id=dev-1&service_id={_SERVICE_ID}"
         config = {"ReconnectCount": -1, "ReconnectInterval": 1, "ReconnectNonce": 0}
         config["PingInterval"] = 120
