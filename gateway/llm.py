@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from config.schema import LLMModelConfig, Settings
+from gateway import metrics
 from gateway.errors import BudgetExceeded, Fatal, Retryable
 from memory import tokens
 from memory.store import UsageRecord
@@ -199,6 +200,9 @@ class LLM:
             prompt, completion = estimate, tokens.count(text, self.encoding(name))
             log.warning("llm.no_usage", model=name)
         cost = (prompt * cfg.price_prompt + completion * cfg.price_completion) / 1_000_000
+        metrics.LLM_TOKENS.labels(name, "prompt").inc(prompt)
+        metrics.LLM_TOKENS.labels(name, "completion").inc(completion)
+        metrics.LLM_COST.labels(name).inc(cost)
         log.info(
             "llm.call",
             model=name,
@@ -320,6 +324,7 @@ class TaskLLM:
             room = limit - spent - prompt
             if room < MIN_COMPLETION_TOKENS:
                 needed = prompt + MIN_COMPLETION_TOKENS
+                metrics.BUDGET_EXCEEDED.labels(budget).inc()
                 self._ctx.log.warning(
                     "budget.exceeded",
                     budget=budget,

@@ -18,6 +18,13 @@ OUTBOX = Counter("tether_outbox_total", "Outbound messages by transition", ["pla
 THROTTLED = Counter(
     "tether_throttled_total", "Inbound events over a sender's rate limit", ["platform"]
 )
+LLM_TOKENS = Counter("tether_llm_tokens_total", "LLM tokens by model", ["model", "kind"])
+LLM_COST = Counter("tether_llm_cost_total", "LLM cost by model, from configured prices", ["model"])
+BUDGET_EXCEEDED = Counter(
+    "tether_budget_exceeded_total", "LLM calls not made because of a budget", ["budget"]
+)
+CRON_FIRES = Counter("tether_cron_fires_total", "Cron fires accepted", ["job"])
+CRON_SKIPS = Counter("tether_cron_skips_total", "Cron fires skipped", ["job", "reason"])
 CONNECTED = Gauge("tether_platform_connected", "1 while a platform is connected", ["platform"])
 LANE_DEPTH = Gauge("tether_lane_queue_depth", "Events queued in conversation lanes")
 HANDLER_SECONDS = Histogram(

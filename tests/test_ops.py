@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 
 import aiohttp
+import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.base import SendRetryable
@@ -121,3 +123,51 @@ async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
     assert set(report["platforms"]["loopback"]) == {"received", "sent"}
     table = (await asyncio.to_thread(cli, "status", "-c", str(config))).stdout
     assert "dead 1" in table and "sent 1" in table and "loopback" in table
+
+
+async def test_llm_tokens_and_cost_are_metrics(tmp_path: Path) -> None:
+    from tests.fakes.openai_api import FakeOpenAI
+    from tests.test_llm import llm_section, turn
+
+    fake = FakeOpenAI(reply=lambda body: "fine")
+    await fake.start()
+    fake.usage = (100, 10)
+    before = samples(generate_latest().decode())
+    try:
+        settings = make_settings(tmp_path, llm=llm_section(fake), memory={"task_token_budget": 150})
+        async with running(settings) as (_gateway, loop):
+            await turn(loop, "hello")  # spends 110 of 150
+            await turn(loop, "/usage")
+    finally:
+        await fake.close()
+    after = samples(generate_latest().decode())
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("tether_llm_tokens_total", model="main", kind="prompt") == 100
+    assert moved("tether_llm_tokens_total", model="main", kind="completion") == 10
+    assert moved("tether_llm_cost_total", model="main") == pytest.approx(0.12)
+
+
+async def test_budget_stops_are_counted(tmp_path: Path) -> None:
+    from tests.fakes.openai_api import FakeOpenAI
+    from tests.test_llm import llm_section, turn
+
+    fake = FakeOpenAI(reply=lambda body: "fine")
+    await fake.start()
+    before = samples(generate_latest().decode())
+    try:
+        settings = make_settings(tmp_path, llm=llm_section(fake), memory={"task_token_budget": 20})
+        async with running(settings) as (_gateway, loop):
+            reply = await turn(loop, "a question far too long for a twenty token budget " * 3)
+    finally:
+        await fake.close()
+    after = samples(generate_latest().decode())
+    assert fake.requests == []
+    assert "budget" in reply.lower()
+    assert (
+        value(after, "tether_budget_exceeded_total", budget="task")
+        - value(before, "tether_budget_exceeded_total", budget="task")
+        == 1
+    )
