@@ -290,7 +290,7 @@ class TelegramAdapter(Adapter):
             if not batch:
                 continue
             try:
-                offset = await self._ingest(inbox, batch, offset)
+                offset = await self._ingest(inbox, batch)
             except Exception as exc:
                 # Nothing was confirmed: the same batch comes back on the next call.
                 failures += 1
@@ -303,7 +303,7 @@ class TelegramAdapter(Adapter):
                 )
                 await asyncio.sleep(delay)
 
-    async def _ingest(self, inbox: Inbox, batch: list[Any], offset: int | None) -> int | None:
+    async def _ingest(self, inbox: Inbox, batch: list[Any]) -> int:
         """Commit one getUpdates batch and its offset together; return the next offset."""
         events: list[Event] = []
         top: int | None = None
@@ -536,15 +536,8 @@ class TelegramAdapter(Adapter):
             if event.kind is Kind.CALLBACK:
                 query_id = str(event.meta["callback_query_id"])
                 self._chore("answerCallbackQuery", self.bot.answer_callback_query(query_id))
-            elif fresh and self.config.typing and event.kind in (Kind.MESSAGE, Kind.COMMAND):
+            elif fresh and self._typing_due(event, now):
                 conv = event.conversation
-                if conv.chat_type == "channel" or now - self._typing_at.get(conv.key, -1e9) < (
-                    _TYPING_EVERY
-                ):
-                    continue
-                if len(self._typing_at) > 10_000:
-                    self._typing_at.clear()
-                self._typing_at[conv.key] = now
                 self._chore(
                     "sendChatAction",
                     self.bot.send_chat_action(
@@ -553,6 +546,20 @@ class TelegramAdapter(Adapter):
                         message_thread_id=int(conv.thread_id) if conv.thread_id else None,
                     ),
                 )
+
+    def _typing_due(self, event: Event, now: float) -> bool:
+        """A new message for the bot, and no "typing…" sent to its chat for a few seconds."""
+        conv = event.conversation
+        if not self.config.typing or conv.chat_type == "channel":
+            return False
+        if event.kind not in (Kind.MESSAGE, Kind.COMMAND):
+            return False
+        if now - self._typing_at.get(conv.key, -_TYPING_EVERY) < _TYPING_EVERY:
+            return False
+        if len(self._typing_at) > 10_000:  # bounded: forgetting only means one more action
+            self._typing_at.clear()
+        self._typing_at[conv.key] = now
+        return True
 
     def _chore(self, what: str, call: Awaitable[Any]) -> None:
         async def run() -> None:

@@ -12,7 +12,9 @@ non-empty getUpdates answer to the 5,000th sendMessage it received.
   before handling it: a crash loses it.
 - ``tether``: ``tether run``'s Gateway with the Telegram adapter, SQLite store (WAL,
   ``synchronous=normal``), every update committed before its offset is confirmed and
-  every reply an outbox row before it is sent.
+  every reply an outbox row before it is sent. Like the PTB bot it lets everyone in
+  (``access.allow: ["*"]``, no per-sender flood limit); logs at ``info`` are rendered as
+  JSON into /dev/null (``--log-level``).
 - References (not the target): ``ptb_concurrent`` is PTB with ``concurrent_updates(True)``;
   ``ptb_aiohttp[_concurrent]`` is PTB on Tether's aiohttp transport
   (adapters/telegram_http.py), to show how much of the gap is the HTTP client.
@@ -73,10 +75,11 @@ class FakeServer:
     async def wait(self, count: int) -> dict[str, Any]:
         timeout = aiohttp.ClientTimeout(total=900)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            url = f"http://127.0.0.1:{self.port}/_fake/wait?count={count}"
+            url = f"http://127.0.0.1:{self.port}/_fake/wait?count={count}&timeout=120"
             async with session.get(url) as resp:
-                resp.raise_for_status()
                 result: dict[str, Any] = await resp.json()
+                if resp.status != 200:
+                    raise RuntimeError(f"not every update was answered in time: {result}")
                 return result
 
     def close(self) -> None:
@@ -130,6 +133,8 @@ async def run_tether(fake: FakeServer, updates: int, log_level: str) -> dict[str
                 },
             },
             "logging": {"level": log_level, "format": "json"},
+            # Like the plain PTB echo bot: everyone may talk to it, no per-sender flood limit.
+            "access": {"allow": ["*"], "rate_limit": {"messages": 0}},
         }
         settings = load_text(yaml.safe_dump(config))
         logs.configure(settings.logging.level, "json", settings.secrets(), _SINK)
@@ -177,6 +182,7 @@ async def main() -> None:
                 ),
             ]
         for name, run in contestants:
+            print(f"running {name}", file=sys.stderr, flush=True)
             await fake.load(args.updates, args.chats)
             started = time.perf_counter()
             result = await run()

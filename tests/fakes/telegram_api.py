@@ -398,14 +398,23 @@ class FakeTelegram:
         """Answer once ``count`` messages were sent: when the first batch went out and the
         last message came in, on this process's clock (the same for every contestant)."""
         count = int(request.query["count"])
-        await self.wait_for(lambda: len(self.sent) >= count, timeout=600)
+        status = 200
+        try:
+            await self.wait_for(
+                lambda: len(self.sent) >= count, timeout=float(request.query.get("timeout", 300))
+            )
+        except TimeoutError:
+            status = 504
         return web.json_response(
             {
                 "sent": len(self.sent),
                 "first_batch_at": self.first_batch_at,
                 "last_sent_at": self.last_sent_at,
                 "calls": len(self.calls),
-            }
+                "statuses": sorted({(c.method, c.status) for c in self.calls}),
+                "pending": len(self.pending),
+            },
+            status=status,
         )
 
 
