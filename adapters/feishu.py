@@ -467,7 +467,12 @@ class FeishuAdapter(Adapter):
         chat_type: ChatType = "dm" if message.get("chat_type") == "p2p" else "group"
         if chat_type == "group" and self.config.answer_groups == "mentioned" and not mentions_bot:
             return Dropped("feishu.ignored", "group message does not mention the bot")
-        command = _parse_command(self._without_bot_mention(parsed.text))
+        # The bot as the text shows it: its name in this mention, or its app name.
+        shown = {
+            f"@{names.get(str(m.get('key')))}" for m in mentions if _open_id(m) == self.bot_open_id
+        }
+        shown.add(f"@{self.bot_name}" if self.bot_name else "")
+        command = _parse_command(_without_prefix(parsed.text, shown))
         message_id = str(message["message_id"])
         # A thread is named by its root message: replying to it (reply_in_thread) is
         # how a message reaches a thread, so the target carries what send needs.
@@ -505,14 +510,6 @@ class FeishuAdapter(Adapter):
             meta={k: v for k, v in meta.items() if v},
             raw=raw,
         )
-
-    def _without_bot_mention(self, text: str) -> str:
-        """``@Tether /help`` → ``/help``: in groups a command comes after the mention."""
-        prefix = f"@{self.bot_name}" if self.bot_name else None
-        stripped = text.lstrip()
-        if prefix and stripped.startswith(prefix):
-            return stripped[len(prefix) :].lstrip()
-        return stripped
 
     # -- send -----------------------------------------------------------------------
 
@@ -650,6 +647,15 @@ def _reset_seconds(headers: Mapping[str, str]) -> float:
             except ValueError:
                 break
     return 1.0
+
+
+def _without_prefix(text: str, prefixes: set[str]) -> str:
+    """``@Tether /help`` → ``/help``: in groups a command comes after the bot's mention."""
+    stripped = text.lstrip()
+    for prefix in sorted(prefixes, key=len, reverse=True):
+        if len(prefix) > 1 and stripped.startswith(prefix):
+            return stripped[len(prefix) :].lstrip()
+    return stripped
 
 
 def _dict(value: Any) -> dict[str, Any]:
