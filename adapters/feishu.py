@@ -70,6 +70,7 @@ TIMESTAMP_HEADER = "X-Lark-Request-Timestamp"
 NONCE_HEADER = "X-Lark-Request-Nonce"
 SIGNATURE_HEADER = "X-Lark-Signature"
 RATE_LIMIT_RESET_HEADER = "x-ogw-ratelimit-reset"
+_JSON = "application/json; charset=utf-8"
 #: Feishu's throttling code (with HTTP 429); the tenant-token codes mean "fetch a new one".
 RATE_LIMITED = 99991400
 _TOKEN_INVALID = frozenset({99991661, 99991663, 99991668})
@@ -535,24 +536,26 @@ class FeishuAdapter(Adapter):
             token = await self._tenant_token()
         except (ObtainAccessTokenException, requests.RequestException, ValueError) as exc:
             raise SendRetryable(f"no tenant_access_token: {_describe(exc)}") from exc
-        auth = {"Authorization": f"Bearer {token}"}
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": _JSON}
+        # UTF-8 as is (not \uXXXX escapes, which double CJK text): the size caps are in bytes.
+        data = json.dumps(body, ensure_ascii=False).encode()
         try:
-            async with http.post(path, params=query, json=body, headers=auth) as response:
-                status, headers = response.status, response.headers
-                data = await response.json(content_type=None)
+            async with http.post(path, params=query, data=data, headers=headers) as response:
+                status, answer_headers = response.status, response.headers
+                answer = await response.json(content_type=None)
         except aiohttp.ClientConnectorError as exc:  # never connected: nothing was sent
             raise SendRetryable(_describe(exc)) from exc
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:  # may have been sent
             raise SendAmbiguous(_describe(exc)) from exc
-        data = data if isinstance(data, dict) else {}
-        code = data.get("code")
+        answer = answer if isinstance(answer, dict) else {}
+        code = answer.get("code")
         if status < 300 and code == 0:
-            result = data.get("data")
+            result = answer.get("data")
             message_id = result.get("message_id") if isinstance(result, dict) else None
             return Sent(platform_id=str(message_id) if message_id else None)
         if code in _TOKEN_INVALID:  # revoked, or expired early: fetch a new one next time
             TokenManager.cache.set(self._token_key, "", 0)
-        raise classify(status, code, data.get("msg"), headers)
+        raise classify(status, code, answer.get("msg"), answer_headers)
 
     @property
     def _token_key(self) -> str:

@@ -96,6 +96,11 @@ async def _ping(ctx: Context) -> None:
     await ctx.reply("pong", quote=False)
 
 
+@test_handlers.text(r"^cjk$")
+async def _long_cjk(ctx: Context) -> None:
+    await ctx.reply("你好" * 6000, format="markdown")  # 36,000 bytes of UTF-8
+
+
 @test_handlers.text(r"^md$")
 async def _markdown(ctx: Context) -> None:
     await ctx.reply("**bold** and [a link](https://example.com)", format="markdown")
@@ -436,6 +441,18 @@ async def test_a_revoked_token_is_fetched_again_and_the_send_retried(
         await gateway.drain()
     assert [call.status for call in fake.sends()] == [401, 200]
     assert token_calls() == fetched + 1  # the cached token was dropped, a new one fetched
+
+
+async def test_long_cjk_markdown_fits_feishus_body_cap(tmp_path: Path, fake: FakeFeishu) -> None:
+    async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+        assert await post_event(gateway, message_event("om_cjk", "cjk")) == 200
+        await fake.until(lambda: len(fake.sends()) >= 2)
+        await gateway.drain()
+    sends = fake.sends()
+    assert [call.status for call in sends] == [200, 200]
+    assert 24_000 < sends[0].size <= 30 * 1024  # raw UTF-8 under the post cap, not \u escapes
+    texts = [m["content"]["zh_cn"]["content"][0][0]["text"] for m in fake.messages]
+    assert "".join(texts) == "你好" * 6000
 
 
 def test_classify_send_failures() -> None:

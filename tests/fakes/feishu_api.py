@@ -49,6 +49,7 @@ TENANT_TOKEN = "t-fake-tenant-access-token"
 BOT_OPEN_ID = "ou_tether_bot_0001"
 BOT_NAME = "Tether"
 _SERVICE_ID = 7
+_BODY_CAPS = {"text": 150 * 1024, "post": 30 * 1024, "interactive": 30 * 1024}
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Call:
     query: dict[str, str]
     body: dict[str, Any]
     status: int = 200
+    size: int = 0  # bytes of the request body, as sent
     at: float = field(default_factory=time.monotonic)
 
 
@@ -194,10 +196,11 @@ class FakeFeishu:
 
     async def _record(self, request: web.Request) -> Call:
         body: dict[str, Any] = {}
-        if request.can_read_body:
-            data = await request.json()
+        raw = await request.read() if request.can_read_body else b""
+        if raw:
+            data = json.loads(raw)
             body = data if isinstance(data, dict) else {}
-        call = Call(request.path, dict(request.query), body)
+        call = Call(request.path, dict(request.query), body, size=len(raw))
         self.calls.append(call)
         return call
 
@@ -238,6 +241,9 @@ class FakeFeishu:
     ) -> web.Response:
         if not self._authorized(request):
             return self._answer(call, 401, {"code": 99991663, "msg": "Invalid access token"})
+        cap = _BODY_CAPS.get(str(call.body.get("msg_type")), _BODY_CAPS["text"])
+        if call.size > cap:  # Feishu's request body caps: text 150 KB, post and cards 30 KB
+            return self._answer(call, 400, {"code": 230025, "msg": "message content too long"})
         failure = self.failures.popleft() if self.failures else None
         if failure is not None and not failure.deliver:
             body = {"code": failure.code, "msg": failure.msg}
