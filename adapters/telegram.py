@@ -150,6 +150,10 @@ class TelegramAdapter(Adapter):
         self.backoff_base = 1.0
         self.backoff_max = 30.0
         self.open_attempts = 5
+        #: Seconds between tries for the long poll while another instance holds it.
+        self.standby_interval = 2.0
+        #: This instance holds the long poll (always, on a store only one process uses).
+        self.polling = False
         kwargs: dict[str, Any] = {}
         if config.base_url:
             kwargs["base_url"] = config.base_url
@@ -222,6 +226,7 @@ class TelegramAdapter(Adapter):
         """Stop ingress. The bot stays open: the outbox may still send until :meth:`close`."""
         self._inbox = None
         self._connected = False
+        self.polling = False
         if self._task:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -241,8 +246,25 @@ class TelegramAdapter(Adapter):
 
     # -- polling --------------------------------------------------------------------
 
+    async def _take_poll(self, inbox: Inbox) -> None:
+        """Several instances on one shared store: one long-polls (it holds an advisory
+        lock), the others stand by and take over when its process dies and the lock goes
+        with its connection. Telegram would answer a second poller with 409 anyway."""
+        lock = f"telegram:{self.bot_id}:poll"
+        waiting = False
+        while not await inbox.store.try_lock(lock):
+            if not waiting:
+                log.info("telegram.standby", reason="another instance holds the long poll")
+                waiting = True
+            self._connected = True  # standing by is healthy: sends still go out from here
+            await asyncio.sleep(self.standby_interval)
+        if waiting:
+            log.info("telegram.takeover")
+        self.polling = True
+
     async def _poll(self, inbox: Inbox) -> None:
         """fetch → accept batch + offset in one transaction → fetch from the next offset."""
+        await self._take_poll(inbox)
         # A webhook left set (an earlier webhook-mode run) makes getUpdates answer 409.
         # drop_pending_updates=False: the backlog is still ours to answer.
         await self._until_ok(

@@ -78,3 +78,54 @@ async def test_two_gateways_share_lanes_without_double_handling(
     for chat in chats:
         order = [int(text.split("-")[1]) for _g, c, text in handled if c == f"loopback:{chat}"]
         assert order == list(range(25))
+
+
+async def test_one_instance_long_polls_telegram_and_another_takes_over(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    from adapters.telegram import TelegramAdapter
+    from gateway.app import build_adapters
+    from tests.fakes.telegram_api import FakeTelegram
+
+    fake = await FakeTelegram().start()
+    settings = make_settings(
+        tmp_path,
+        memory={"store": pg_dsn},
+        platforms={
+            "telegram": {
+                "token": fake.token,
+                "base_url": fake.base_url,
+                "poll_timeout": 1,
+                "rate_limits": False,
+            }
+        },
+    )
+
+    async def start() -> tuple[Gateway, TelegramAdapter]:
+        adapters = build_adapters(settings)
+        telegram = adapters["telegram"]
+        assert isinstance(telegram, TelegramAdapter)
+        telegram.standby_interval = 0.05
+        gateway = Gateway(settings, adapters)
+        await gateway.start()
+        return gateway, telegram
+
+    first, first_tg = await start()
+    second: Gateway | None = None
+    try:
+        await fake.wait_for(lambda: len(fake.offsets) > 0)  # the first one polls
+        second, second_tg = await start()
+        fake.push(message=fake.message(5, "one"))
+        await fake.wait_for(lambda: len(fake.sent) == 1)
+        assert first_tg.polling and not second_tg.polling
+        assert second_tg.connected  # standing by is ready, not down
+
+        await first.stop()  # its lock goes with its connection
+        await fake.wait_for(lambda: second_tg.polling)
+        fake.push(message=fake.message(5, "two"))
+        await fake.wait_for(lambda: len(fake.sent) == 2)
+    finally:
+        if second is not None:
+            await second.stop()
+        await fake.stop()
+    assert [s["text"] for s in fake.sent] == ["one", "two"]
