@@ -3,8 +3,9 @@ and runs them in the order that keeps the promise.
 
 Start: store (migrated) → adapters ready to send → outbox (resume unsent rows) →
 recovery (crashed and waiting
-events back into their lanes) → HTTP → adapters (ingress last). Stop: ingress first →
-running handlers finish → outbox flushes → HTTP → store.
+events back into their lanes) → HTTP → adapters → cron scheduler (ingress last). Stop:
+ingress first (scheduler, adapters) → running handlers finish → outbox flushes → HTTP →
+store.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from gateway.routing import Router
 from memory import tokens
 from memory.sqlite import SqliteStore
 from memory.store import Store, open_store
+from scheduler.jobs import JobError, check_targets, load_jobs
+from scheduler.routing import with_jobs
+from scheduler.runner import Scheduler
 
 log = structlog.get_logger("tether.gateway")
 
@@ -111,6 +115,7 @@ class Gateway:
         router: Router | None = None,
         store: Store | None = None,
         http: bool | None = None,
+        scheduler: bool = True,
     ) -> None:
         self.settings = settings
         logs.redactor.update(settings.secrets())  # embedded use is scrubbed too, not just the CLI
@@ -120,6 +125,13 @@ class Gateway:
         )
         self.access = Access(settings.access, self.store)
         self.router = _guarded(router or load_router(settings), self.access)
+        try:
+            self.jobs = load_jobs(settings)
+            if scheduler:
+                check_targets(self.jobs, self.adapters)
+        except JobError as exc:
+            raise GatewayError(str(exc)) from None
+        self.router = with_jobs(self.router)  # cron fires: text, handler, prompt → agent
         self.outbox = Outbox(self.store, self.adapters, settings.outbox)
         self.llm = LLM(settings) if settings.llm else None
         self.pipeline = Pipeline(
@@ -141,6 +153,10 @@ class Gateway:
             self.dispatcher,
             settings.agent.group_sessions,
             Throttle(settings.access.rate_limit),
+        )
+        #: Cron jobs are ingress too: started after the adapters, stopped before them.
+        self.scheduler = (
+            Scheduler(self.jobs, self.store, self.inbox) if scheduler and self.jobs else None
         )
         use_http = settings.http.enabled if http is None else http
         self.http = (
@@ -174,6 +190,8 @@ class Gateway:
             await adapter.start(self.inbox)
             self._started.append(adapter)
             log.info("adapter.started", platform=name)
+        if self.scheduler:
+            await self.scheduler.start()
         self._sweeper = asyncio.create_task(self._sweep(), name="inbox-sweep")
         log.info(
             "gateway.started", platforms=sorted(self.adapters), store=self.store.__class__.__name__
@@ -212,6 +230,8 @@ class Gateway:
         """Ingress first, then in-flight handlers, then the outbox, then the store."""
         timeout = self.settings.pipeline.drain_timeout
         log.info("gateway.stopping", drain_timeout_s=timeout)
+        if self.scheduler:
+            await self.scheduler.stop()
         for adapter in reversed(self._started):
             try:
                 await adapter.stop()

@@ -1,4 +1,4 @@
-"""``tether``: run, chat, check, dead.
+"""``tether``: run, chat, check, status, pair, jobs, dead.
 
 Without ``-c``, ``./tether.yaml`` is used if present, else the built-in defaults
 (SQLite file ``tether.db``, console chat, echo agent).
@@ -19,6 +19,8 @@ from config import ConfigError, Settings, load
 from gateway import logs
 from gateway.app import Gateway, GatewayError, build_adapters, load_router
 from memory.store import Store, open_store
+from scheduler.cli import jobs_command
+from scheduler.jobs import JobError, check_targets, load_jobs
 
 EXIT_CONFIG = 2
 
@@ -71,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     pair = command("pair", _pair, "list and approve senders waiting for pairing")
     pair.add_argument("action", choices=["list", "approve", "revoke"])
     pair.add_argument("what", nargs="?", help="CODE to approve, or platform:user to revoke")
+    jobs = command("jobs", _jobs, "list cron jobs (next and last fire), or fire one now")
+    jobs.add_argument("action", choices=["list", "run"])
+    jobs.add_argument("id", nargs="?", help="the job to fire (for run)")
     return parser
 
 
@@ -94,7 +99,8 @@ async def _chat_session(settings: Settings) -> None:
     adapters = build_adapters(settings, console=True)
     console = adapters["console"]
     assert isinstance(console, ConsoleAdapter)
-    gateway = Gateway(settings, {"console": console}, http=False)
+    # No cron here: a terminal chat is not the service that owns the schedule.
+    gateway = Gateway(settings, {"console": console}, http=False, scheduler=False)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     import signal
@@ -122,7 +128,11 @@ async def _chat_session(settings: Settings) -> None:
 
 def _check(settings: Settings, _args: argparse.Namespace) -> int:
     load_router(settings)  # plugins must import
-    build_adapters(settings)
+    adapters = build_adapters(settings)
+    try:
+        check_targets(load_jobs(settings), adapters)  # handlers import, targets are enabled
+    except JobError as exc:
+        raise GatewayError(str(exc)) from None
     print(yaml.safe_dump(settings.masked(), sort_keys=False), end="")
     print("config ok", file=sys.stderr)
     return 0
@@ -214,6 +224,16 @@ async def _pair_on(store: Store, args: argparse.Namespace) -> int:
 
 def _when(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# -- jobs --------------------------------------------------------------------------
+
+
+def _jobs(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action == "run" and not args.id:
+        print("tether jobs run: a job ID is required", file=sys.stderr)
+        return EXIT_CONFIG
+    return _on_store(settings, lambda store: jobs_command(settings, store, args.action, args.id))
 
 
 # -- dead --------------------------------------------------------------------------

@@ -1,1 +1,13 @@
-"""Cron jobs as events (see the scheduler issue); nothing here yet is imported by the core."""
+"""Cron jobs as events: each fire is ``cron:{job}:{scheduled UTC time}`` through the inbox.
+
+Where things are (docs/scheduler.md is the user's side):
+
+- ``cron.py``    cron expression → APScheduler trigger; fire-time iteration (DST-safe)
+- ``jobs.py``    ``jobs:`` config → :class:`~scheduler.jobs.Job`, the fire event, ledger names
+- ``ledger.py``  which missed fires run or are skipped (``catch_up``, ``grace``): pure
+- ``runner.py``  :class:`~scheduler.runner.Scheduler`: APScheduler wakeups → ``Inbox.accept``
+- ``routing.py`` the built-in handler of fires: ``text``, ``handler``, ``prompt`` → the agent
+- ``cli.py``     ``tether jobs list`` / ``tether jobs run ID``
+
+Kept import-free: ``config.schema`` imports ``scheduler.cron`` to validate expressions.
+"""

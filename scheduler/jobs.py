@@ -1,0 +1,176 @@
+"""``jobs:`` config → :class:`Job`: its schedule, its targets, and the event each fire becomes.
+
+A fire is an ordinary inbound event so it gets the pipeline's guarantees (dedup,
+checkpoint, retries, dead letters) without a second code path. Its key is
+``cron:{job}:{scheduled UTC time}``: every instance and every restart that computes the
+same fire computes the same key, and the inbox's unique key lets only one of them in.
+The event carries what the job does (``meta``) so a fire queued before a config change
+still does what it was fired to do.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from apscheduler.triggers.cron import CronTrigger
+
+from config.schema import JobConfig, Settings
+from gateway.events import Conversation, Event, Kind, Target
+from gateway.routing import Handler
+from scheduler.cron import Schedule, stamp, trigger
+
+Action = Literal["text", "prompt", "handler"]
+#: The platform of every fire event; its conversation is the job's first deliver target.
+PLATFORM = "cron"
+
+
+class JobError(Exception):
+    """A job that cannot run as configured; the message names ``jobs[i]``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    config: JobConfig
+    schedule: Schedule
+    targets: tuple[Target, ...]
+
+    @property
+    def action(self) -> Action:
+        if self.config.text is not None:
+            return "text"
+        return "prompt" if self.config.prompt is not None else "handler"
+
+    @property
+    def jitter(self) -> float:
+        return self.config.jitter or 0.0
+
+    @property
+    def grace(self) -> timedelta:
+        return timedelta(seconds=self.config.grace)
+
+    @property
+    def conversation(self) -> Conversation:
+        """Where the job runs: its first target's chat (memory, lane, ``ctx.reply``).
+
+        A handler job without ``deliver`` gets a conversation of its own, ``cron:{id}``.
+        """
+        if not self.targets:
+            return Conversation(platform=PLATFORM, chat_id=self.id)
+        first = self.targets[0]
+        return Conversation(
+            platform=first.platform, chat_id=first.chat_id, thread_id=first.thread_id
+        )
+
+    def wakeups(self) -> CronTrigger:
+        """The trigger APScheduler sleeps on: the schedule plus jitter."""
+        return trigger(self.config.cron, self.config.timezone, self.config.jitter)
+
+    def key(self, scheduled: datetime) -> str:
+        return fire_key(self.id, scheduled)
+
+    def event(self, scheduled: datetime, *, manual: str | None = None) -> Event:
+        """The event for the fire at ``scheduled`` (or a manual fire, keyed by ``manual``)."""
+        key = f"cron:{self.id}:manual:{manual}" if manual else self.key(scheduled)
+        return Event(
+            key=key,
+            platform=PLATFORM,
+            kind=Kind.CRON,
+            conversation=self.conversation,
+            text=self.config.prompt or self.config.text or "",
+            timestamp=scheduled,
+            meta={
+                "job": self.id,
+                "scheduled": stamp(scheduled),
+                "manual": manual is not None,
+                "action": self.action,
+                "deliver": [target.key for target in self.targets],
+                "handler": self.config.handler,
+            },
+        )
+
+
+def fire_key(job_id: str, scheduled: datetime) -> str:
+    return f"cron:{job_id}:{stamp(scheduled)}"
+
+
+def last_cursor(job_id: str) -> str:
+    """The scheduled time of the job's last fire accepted into the inbox."""
+    return f"cron:{job_id}:last"
+
+
+def decided_cursor(job_id: str) -> str:
+    """Every fire up to this time was fired or skipped: catch-up starts after it."""
+    return f"cron:{job_id}:decided"
+
+
+def manual_cursor(job_id: str) -> str:
+    """The key of the job's last manual fire (``tether jobs run``)."""
+    return f"cron:{job_id}:manual"
+
+
+def load_jobs(settings: Settings, *, import_handlers: bool = True) -> list[Job]:
+    """Every configured job, with its handler imported (so a typo fails at start)."""
+    jobs = []
+    for index, config in enumerate(settings.jobs):
+        if config.handler is not None and import_handlers:
+            try:
+                import_handler(config.handler)
+            except (ImportError, AttributeError, TypeError) as exc:
+                raise JobError(f"jobs[{index}].handler: {exc}") from None
+        jobs.append(
+            Job(
+                id=config.id,
+                config=config,
+                schedule=Schedule.parse(config.cron, config.timezone),
+                targets=tuple(Target.parse(spec) for spec in config.deliver),
+            )
+        )
+    return jobs
+
+
+def check_targets(jobs: list[Job], platforms: Collection[str]) -> None:
+    """Every deliver target's platform must be enabled, or the job could never deliver."""
+    for index, job in enumerate(jobs):
+        for target in job.targets:
+            if target.platform not in platforms:
+                enabled = ", ".join(sorted(platforms)) or "none"
+                raise JobError(
+                    f"jobs[{index}].deliver: {target.key!r}: platform {target.platform!r}"
+                    f" is not enabled (enabled: {enabled})"
+                )
+
+
+_handlers: dict[str, Handler] = {}
+
+
+def import_handler(spec: str) -> Handler:
+    """``package.module:function`` → the async callable, imported once per process."""
+    found = _handlers.get(spec)
+    if found is not None:
+        return found
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(f"cannot import {module_name!r}: {exc}") from None
+    function = getattr(module, attr, None)
+    if function is None:
+        raise AttributeError(f"{module_name!r} has no {attr!r}")
+    if not callable(function):
+        raise TypeError(f"{spec!r} is not callable")
+    call = getattr(function, "__call__", None)  # noqa: B004 - async callable objects too
+    if not (inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(call)):
+        raise TypeError(f"{spec!r} should be an async function taking the Context")
+    handler: Handler = function
+    _handlers[spec] = handler
+    return handler
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,246 @@
+"""The scheduler: APScheduler says *when* to look, our store says *what* already happened.
+
+APScheduler 3's ``AsyncIOScheduler`` only wakes us up (one job per configured job, on the
+cron trigger with jitter). It keeps nothing: with a persistent job store it would drop
+missed runs on ``replace_existing`` and fire N times under N workers (PLATFORMS.md).
+Instead, at every wakeup we work out from our own ledger which fires are due — those
+scheduled after the job's last *decided* time, up to now — and accept them through the
+same :meth:`Inbox.accept` as platform traffic, with the ledger cursors in the same
+transaction. So:
+
+- a restart, a second scheduler or a late wakeup computes the same keys, and the inbox's
+  unique key lets each fire in once;
+- at start, fires missed while down follow the job's ``catch_up`` within ``grace``;
+- a job removed from the YAML is simply never added; a changed schedule starts after the
+  last decided time, so nothing already fired can fire again;
+- ``overlap: skip`` skips a fire while the job's previous fire is unfinished in the
+  store; ``queue`` accepts it, and the conversation's lane runs it after the previous one.
+
+Logs: ``cron.fired`` for each fire that entered the inbox, ``cron.skipped`` (job,
+scheduled time, reason) for each one that did not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import structlog
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from gateway import metrics
+from gateway.events import Event
+from gateway.inbox import Inbox
+from memory.store import UNFINISHED_INBOX, Store
+from scheduler.cron import parse_time, stamp
+from scheduler.jobs import Job, decided_cursor, fire_key, last_cursor, now_utc
+from scheduler.ledger import OVERLAP, Plan, Skip, plan
+
+log = structlog.get_logger("tether.scheduler")
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(slots=True)
+class _State:
+    """What this process knows about one job between wakeups."""
+
+    job: Job
+    decided: datetime
+    last_key: str | None
+    #: The first fire after start, found by the catch-up scan (APScheduler's first wakeup).
+    upcoming: datetime | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Scheduler:
+    def __init__(
+        self, jobs: Sequence[Job], store: Store, inbox: Inbox, *, clock: Clock = now_utc
+    ) -> None:
+        self.jobs = {job.id: job for job in jobs}
+        self.store = store
+        self.inbox = inbox
+        #: Injected in tests; APScheduler's own timer still runs on the real clock.
+        self.clock = clock
+        self._states: dict[str, _State] = {}
+        self._aps: AsyncIOScheduler | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._stopping = False
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Catch up on what was missed while down, then let APScheduler wake us."""
+        self._stopping = False
+        await self.catch_up()
+        # Its INFO lines ("Added job", "Running job") would be one per job per fire;
+        # cron.fired / cron.skipped are the record. Warnings and errors still show.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        aps = AsyncIOScheduler(timezone="UTC")
+        for job in self.jobs.values():
+            upcoming = self._states[job.id].upcoming
+            if upcoming is None:  # e.g. "0 0 30 2 *": the 30th of February never comes
+                log.warning("cron.never", job=job.id, cron=job.config.cron)
+                continue
+            first: dict[str, datetime] = {}
+            if upcoming > now_utc():  # known from the catch-up scan: saves APScheduler a step
+                # (never a past time: APScheduler would walk every fire since, one by one)
+                first["next_run_time"] = upcoming + timedelta(seconds=random.uniform(0, job.jitter))
+            aps.add_job(
+                self._on_wakeup,
+                trigger=job.wakeups(),
+                **first,
+                args=(job.id,),
+                id=job.id,
+                name=f"cron:{job.id}",
+                misfire_grace_time=None,  # a late wakeup still looks; our grace decides
+                coalesce=True,  # one look covers every fire that is due
+                max_instances=1,
+            )
+        aps.start()
+        self._aps = aps
+        log.info("scheduler.started", jobs=len(self.jobs))
+
+    async def stop(self) -> None:
+        """No new wakeups; a wakeup already accepting its fire finishes it."""
+        self._stopping = True
+        if self._aps is not None and self._aps.running:
+            self._aps.shutdown(wait=False)
+        self._aps = None
+        if self._inflight:
+            await asyncio.gather(*self._inflight, return_exceptions=True)
+        log.info("scheduler.stopped")
+
+    def next_fire(self, job_id: str) -> datetime | None:
+        """When APScheduler will next wake for ``job_id`` (None when not running)."""
+        found = self._aps.get_job(job_id) if self._aps else None
+        return found.next_run_time if found else None
+
+    # -- start: the missed fires ----------------------------------------------------
+
+    async def catch_up(self) -> None:
+        """Decide every fire scheduled between each job's ledger and now, in one commit."""
+        now = self.clock()
+        names = [
+            name for job_id in self.jobs for name in (decided_cursor(job_id), last_cursor(job_id))
+        ]
+        ledger = await _read_cursors(self.store, names)
+        events: list[Event] = []
+        cursors: dict[str, str] = {}
+        for job in self.jobs.values():
+            last = ledger.get(last_cursor(job.id))
+            seen = [parse_time(v) for v in (ledger.get(decided_cursor(job.id)), last) if v]
+            state = _State(job, now, fire_key(job.id, parse_time(last)) if last else None)
+            self._states[job.id] = state
+            if not seen:  # first sight: nothing is owed from before the job existed
+                cursors[decided_cursor(job.id)] = now.isoformat()
+                state.upcoming = job.schedule.next_after(now)
+                continue
+            decided = plan(job.schedule, max(seen), now, job.config.catch_up, job.grace)
+            state.upcoming = decided.upcoming
+            await self._check_overlap(state, decided)
+            events += self._apply(state, decided, cursors, now)
+        if events or cursors:
+            accepted = await self.inbox.accept(events, cursors)
+            self._log_fired(events, accepted, catch_up=True)
+
+    # -- while running: each wakeup -------------------------------------------------
+
+    async def _on_wakeup(self, job_id: str) -> None:
+        """APScheduler's callback. The work runs in a task of ours, shielded, so that
+        APScheduler's shutdown (which cancels its tasks) cannot cut an accept in half."""
+        task = asyncio.create_task(self.wake(job_id), name=f"cron:{job_id}")
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        await asyncio.shield(task)
+
+    async def wake(self, job_id: str) -> None:
+        """Fire whatever of ``job_id`` is due now (normally exactly one fire)."""
+        state = self._states.get(job_id)
+        if state is None or self._stopping:
+            return
+        async with state.lock:
+            if self._stopping:
+                return
+            job, now = state.job, self.clock()
+            due = plan(
+                job.schedule, state.decided, now, job.config.catch_up, job.grace, on_time=True
+            )
+            if not due.fire and not due.skip:
+                return
+            try:
+                await self._check_overlap(state, due)
+                cursors: dict[str, str] = {}
+                previous = (state.decided, state.last_key)
+                events = self._apply(state, due, cursors, now)
+                try:
+                    accepted = await self.inbox.accept(events, cursors)
+                except BaseException:
+                    state.decided, state.last_key = previous  # try again at the next wakeup
+                    raise
+                self._log_fired(events, accepted, catch_up=False)
+            except Exception:
+                log.exception("cron.error", job=job_id)
+
+    # -- shared -------------------------------------------------------------------------
+
+    async def _check_overlap(self, state: _State, decided: Plan) -> None:
+        """``overlap: skip``: while the previous fire is unfinished, this plan fires nothing.
+
+        Several fires in one plan (``catch_up: all``) are not each other's overlap: they
+        queue one after another in the job's lane.
+        """
+        if not decided.fire or state.job.config.overlap != "skip" or state.last_key is None:
+            return
+        previous = await self.store.inbox_row(state.last_key)
+        if previous is not None and previous.status in UNFINISHED_INBOX:
+            decided.skip += [Skip(moment, OVERLAP) for moment in decided.fire]
+            decided.fire = []
+
+    def _apply(
+        self, state: _State, decided: Plan, cursors: dict[str, str], now: datetime
+    ) -> list[Event]:
+        """Log the skips, build the fire events, and advance the ledger (in ``cursors``)."""
+        job = state.job
+        for skip in sorted(decided.skip, key=lambda s: s.scheduled):
+            metrics.CRON_SKIPS.labels(job.id, skip.reason).inc()
+            extra = {"until": stamp(skip.until)} if skip.until else {}
+            log.info(
+                "cron.skipped",
+                job=job.id,
+                key=job.key(skip.scheduled),
+                scheduled=stamp(skip.scheduled),
+                reason=skip.reason,
+                **extra,
+            )
+        newest = decided.newest
+        if newest is not None:
+            cursors[decided_cursor(job.id)] = newest.isoformat()
+        state.decided = max(state.decided, now) if newest is not None else state.decided
+        events = [job.event(moment) for moment in decided.fire]
+        if events:
+            cursors[last_cursor(job.id)] = stamp(decided.fire[-1])
+            state.last_key = events[-1].key
+        return events
+
+    def _log_fired(self, events: list[Event], accepted: list[bool], *, catch_up: bool) -> None:
+        for event, new in zip(events, accepted, strict=True):
+            if new:  # a duplicate (another instance won) is logged by the inbox
+                metrics.CRON_FIRES.labels(event.meta["job"]).inc()
+                log.info(
+                    "cron.fired",
+                    job=event.meta["job"],
+                    key=event.key,
+                    conversation=event.conversation.key,
+                    scheduled=event.meta["scheduled"],
+                    catch_up=catch_up,
+                )
+
+
+async def _read_cursors(store: Store, names: Sequence[str]) -> dict[str, str]:
+    values = await asyncio.gather(*(store.cursor(name) for name in names))
+    return {name: value for name, value in zip(names, values, strict=True) if value is not None}
