@@ -340,10 +340,86 @@ class FeishuConfig(Section):
         return self
 
 
+#: discord.Intents' flag names (discord.py 2.7), checked here so `tether check` sees a typo.
+_DISCORD_INTENTS = frozenset(
+    """guilds members moderation bans emojis emojis_and_stickers expressions integrations
+    webhooks invites voice_states presences messages guild_messages dm_messages reactions
+    guild_reactions dm_reactions typing guild_typing dm_typing message_content
+    guild_scheduled_events auto_moderation auto_moderation_configuration
+    auto_moderation_execution polls guild_polls dm_polls""".split()  # noqa: SIM905
+)
+
+
+class DiscordConfig(Section):
+    """``platforms.discord``: present (with a token) means enabled."""
+
+    #: The bot token from the developer portal (Bot → Reset Token), without "Bot ".
+    token: SecretStr
+    #: Gateway intents (discord.Intents flag names). ``message_content`` is privileged:
+    #: enable it in the portal too, or Discord closes the connection (code 4014).
+    intents: list[str] = ["guilds", "guild_messages", "dm_messages", "message_content"]
+    #: In servers, answer only messages that mention the bot or reply to it (DMs and
+    #: ``/ask`` are always answered).
+    require_mention: bool = True
+    #: Messages from other bots (and webhooks) are dropped, so two agents cannot loop.
+    ignore_bots: bool = True
+    #: After a (re)connect, read what was posted while Tether was away in the channels
+    #: active within this many hours (0 turns backfill off).
+    backfill_hours: float = Field(default=24.0, ge=0)
+    #: At most this many missed messages are read per channel on a backfill.
+    backfill_limit: int = Field(default=500, ge=1)
+    #: Register the ``/ask`` slash command (answered by editing the deferred response).
+    ask_command: bool = False
+    #: REST base, e.g. ``https://discord.com/api/v10`` (a proxy, or a fake in tests).
+    api_base: str | None = None
+    #: Gateway URL, e.g. ``wss://gateway.discord.gg/`` (a proxy, or a fake in tests).
+    gateway_url: str | None = None
+    #: Seconds one send may take, discord.py's own rate-limit waits and 5xx retries
+    #: included; a slower send is retried with the same nonce (so it cannot post twice).
+    send_timeout: float = Field(default=30.0, gt=0)
+
+    @field_validator("token")
+    @classmethod
+    def _token_shape(cls, value: SecretStr) -> SecretStr:
+        token = value.get_secret_value()
+        if token.lower().startswith("bot "):
+            raise ValueError("write the token without the 'Bot ' prefix")
+        if not token or any(ch.isspace() for ch in token):
+            raise ValueError("must be the bot token from the developer portal (no spaces)")
+        return value
+
+    @field_validator("intents")
+    @classmethod
+    def _known_intents(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in _DISCORD_INTENTS]
+        if unknown:
+            raise ValueError(
+                f"unknown intent(s) {', '.join(map(repr, unknown))}"
+                " (names as in discord.Intents, e.g. guild_messages, message_content)"
+            )
+        return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("must start with https:// (or http:// for a local proxy)")
+        return value.rstrip("/") if value else value
+
+    @field_validator("gateway_url")
+    @classmethod
+    def _ws_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("wss://", "ws://")):
+            raise ValueError("must start with wss:// (or ws:// for a local proxy)")
+        return value
+
+
 class PlatformsConfig(Section):
     console: ConsoleConfig = ConsoleConfig()
     #: None (absent) disables Telegram.
     telegram: TelegramConfig | None = None
+    #: None (absent) disables Discord.
+    discord: DiscordConfig | None = None
     #: None (absent) disables Feishu/Lark.
     feishu: FeishuConfig | None = None
 

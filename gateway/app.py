@@ -99,6 +99,10 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
         from adapters.telegram import TelegramAdapter
 
         adapters["telegram"] = TelegramAdapter(settings.platforms.telegram)
+    if settings.platforms.discord:
+        from adapters.discord import DiscordAdapter  # imports discord.py only when enabled
+
+        adapters["discord"] = DiscordAdapter(settings.platforms.discord)
     if settings.platforms.feishu:
         from adapters.feishu import FeishuAdapter  # lark-oapi takes ~2 s to import
 

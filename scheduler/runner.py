@@ -109,7 +109,8 @@ class Scheduler:
         """No new wakeups; a wakeup already accepting its fire finishes it."""
         self._stopping = True
         if self._aps is not None and self._aps.running:
-            self._aps.shutdown(wait=False)
+            self._aps.shutdown(wait=False)  # runs at the loop's next turn: give it one
+            await asyncio.sleep(0)
         self._aps = None
         if self._inflight:
             await asyncio.gather(*self._inflight, return_exceptions=True)
@@ -140,6 +141,8 @@ class Scheduler:
                 cursors[decided_cursor(job.id)] = now.isoformat()
                 state.upcoming = job.schedule.next_after(now)
                 continue
+            # A ledger ahead of now (the clock went back) stays decided: no fire twice.
+            state.decided = max(now, *seen)
             decided = plan(job.schedule, max(seen), now, job.config.catch_up, job.grace)
             state.upcoming = decided.upcoming
             await self._check_overlap(state, decided)

@@ -20,6 +20,7 @@ from config import Settings, load_text
 from gateway import logs
 from gateway.app import Gateway
 from gateway.routing import Router
+from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.feishu_api import APP_SECRET as FEISHU_APP_SECRET
 from tests.fakes.feishu_api import ENCRYPT_KEY as FEISHU_ENCRYPT_KEY
 from tests.fakes.feishu_api import VERIFICATION_TOKEN as FEISHU_VERIFICATION_TOKEN
@@ -91,6 +92,7 @@ SECRETS: set[str] = {
     FEISHU_APP_SECRET,
     FEISHU_ENCRYPT_KEY,
     FEISHU_VERIFICATION_TOKEN,
+    DISCORD_TOKEN,
 }
 
 
