@@ -130,7 +130,7 @@ class Scheduler:
             name for job_id in self.jobs for name in (decided_cursor(job_id), last_cursor(job_id))
         ]
         ledger = await _read_cursors(self.store, names)
-        events: list[Event] = []
+        plans: list[tuple[_State, Plan]] = []
         cursors: dict[str, str] = {}
         for job in self.jobs.values():
             last = ledger.get(last_cursor(job.id))
@@ -145,7 +145,10 @@ class Scheduler:
             state.decided = max(now, *seen)
             decided = plan(job.schedule, max(seen), now, job.config.catch_up, job.grace)
             state.upcoming = decided.upcoming
-            await self._check_overlap(state, decided)
+            plans.append((state, decided))
+        await asyncio.gather(*(self._check_overlap(state, decided) for state, decided in plans))
+        events: list[Event] = []
+        for state, decided in plans:
             events += self._apply(state, decided, cursors, now)
         if events or cursors:
             accepted = await self.inbox.accept(events, cursors)

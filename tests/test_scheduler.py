@@ -364,6 +364,26 @@ async def test_downtime_across_three_fire_times(
     assert logged(err, "cron.fired") == logged(err, "cron.skipped") == []
 
 
+async def test_a_clock_that_went_back_does_not_reopen_decided_fires(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, jobs=[job(catch_up="skip", grace="5d")])
+    adapter = LoopbackAdapter()
+    clock = Clock("2026-01-01T07:00Z")
+    async with gateway_at(settings, clock, adapter):
+        pass
+    clock.set("2026-01-03T09:00Z")
+    async with gateway_at(settings, clock, adapter):
+        pass  # three fires skipped by policy: decided up to the 3rd, 08:00
+    clock.set("2026-01-02T09:00Z")  # the machine's clock went back a day
+    async with gateway_at(settings, clock, adapter) as (gateway, sched, _):
+        clock.set("2026-01-03T08:00:01Z")
+        await sched.wake("report")
+        await gateway.drain()
+        clock.set("2026-01-04T08:00:01Z")  # the first fire not yet decided
+        await sched.wake("report")
+        [delivery] = await adapter.wait_for_sent(1)
+    assert delivery.message.key == "cron:report:2026-01-04T08:00:00Z#0"
+
+
 @pytest.mark.parametrize("overlap", ["skip", "queue"])
 async def test_a_slow_job_never_overlaps_itself(
     tmp_path: Path,
@@ -490,6 +510,7 @@ async def test_a_dst_change_in_a_named_zone_fires_once(
         for moment in wakes:
             clock.set(f"2026-10-25T{moment}Z")
             await sched.wake("nightly")
+            await gateway.drain()  # finished: a second fire would not be an overlap
         await gateway.drain()
     assert [d.message.key for d in adapter.sent] == [f"cron:nightly:{t}#0" for t in expected]
 
