@@ -234,7 +234,9 @@ class DiscordAdapter(Adapter):
             setattr(intents, name, True)
         client = discord.Client(
             intents=intents,
-            # A longer 429 wait raises RateLimited (→ SendRetryable) instead of sleeping.
+            # A rate-limit wait longer than this (discord.py makes it at least 30 s) raises
+            # RateLimited (→ SendRetryable after retry_after) instead of sleeping; shorter
+            # ones are per-route asyncio sleeps, cut off by send_timeout.
             max_ratelimit_timeout=self.config.send_timeout,
         )
         # discord.py calls the client's on_<event> attributes (what @client.event sets).
