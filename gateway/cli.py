@@ -159,12 +159,23 @@ def _on_store(settings: Settings, action: Callable[[Store], Awaitable[int]]) -> 
 
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:
-    return _on_store(settings, lambda store: _status_on(store, args.json))
+    return _on_store(settings, lambda store: _status_on(settings, store, args.json))
 
 
-async def _status_on(store: Store, as_json: bool) -> int:
+async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
     counts = await store.counts()
     activity = await store.activity()
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    spend = {
+        model: {"tokens": tokens, "cost": round(cost, 6)}
+        for model, (tokens, cost) in (await store.spend(today)).items()
+    }
+    now = dt.datetime.now(dt.UTC)
+    jobs = load_jobs(settings, import_handlers=False)
+    upcoming = sorted(
+        (when, job.id) for job in jobs if (when := job.schedule.next_after(now)) is not None
+    )
+    cron = [{"job": job, "next_fire": when.isoformat()} for when, job in upcoming]
     inbox, outbox = counts["inbox"], counts["outbox"]
     events = {s: inbox.get(s, 0) for s in ("received", "running", "retry_wait", "dead", "done")}
     sends = {
@@ -172,7 +183,14 @@ async def _status_on(store: Store, as_json: bool) -> int:
         **{s: outbox.get(s, 0) for s in ("sent", "unknown", "dead")},
     }
     if as_json:
-        print(json.dumps({"events": events, "outbox": sends, "platforms": activity}, indent=2))
+        report = {
+            "events": events,
+            "outbox": sends,
+            "platforms": activity,
+            "cron": cron,
+            "spend_today": spend,
+        }
+        print(json.dumps(report, indent=2))
         return 0
     print("events   " + "  ".join(f"{name} {n}" for name, n in events.items()))
     print("outbox   " + "  ".join(f"{name} {n}" for name, n in sends.items()))
@@ -181,6 +199,14 @@ async def _status_on(store: Store, as_json: bool) -> int:
         received = _when(seen["received"]) if "received" in seen else "-"
         sent = _when(seen["sent"]) if "sent" in seen else "-"
         print(f"{platform:<12} {received:<22} {sent}")
+    for entry in cron[:10]:
+        print(f"next fire  {entry['job']:<24} {entry['next_fire']}")
+    total = sum(m["tokens"] for m in spend.values())
+    cost = sum(m["cost"] for m in spend.values())
+    print(
+        f"today      {total:,} tokens, ${cost:.4f}"
+        + "".join(f"; {m} {v['tokens']:,}" for m, v in spend.items())
+    )
     return 0
 
 

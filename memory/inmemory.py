@@ -323,6 +323,15 @@ class MemoryStore(Store):
         ]
         return sorted(rows, key=lambda row: (row.day, row.model))
 
+    async def spend(self, since: str) -> dict[str, tuple[int, float]]:
+        self._check()
+        out: dict[str, tuple[int, float]] = {}
+        for (_conv, day, model), row in sorted(self._usage.items()):
+            if day >= since:
+                tokens, cost = out.get(model, (0, 0.0))
+                out[model] = (tokens + row.tokens, cost + row.cost)
+        return out
+
     def _apply(self, key: str, changes: MemoryChanges, now: float) -> None:
         conversation = changes.conversation
         if changes.state is not None:

@@ -705,6 +705,14 @@ class PostgresStore(Store):
             "outbox": {row[0]: int(row[1]) for row in outbox},
         }
 
+    async def spend(self, since: str) -> dict[str, tuple[int, float]]:
+        rows = await self.pool.fetch(
+            "SELECT model, sum(prompt_tokens + completion_tokens), sum(cost) FROM usage"
+            " WHERE day >= $1 GROUP BY model ORDER BY model",
+            since,
+        )
+        return {str(row[0]): (int(row[1]), float(row[2])) for row in rows}
+
     async def activity(self) -> dict[str, dict[str, float]]:
         received = await self.pool.fetch(
             "SELECT split_part(conversation, ':', 1), max(created) FROM inbox GROUP BY 1"

@@ -870,6 +870,14 @@ class SqliteStore(Store):
         rows = await self._read(f"SELECT {_PAIRING} FROM pairings ORDER BY created")
         return [Pairing(*row) for row in rows]
 
+    async def spend(self, since: str) -> dict[str, tuple[int, float]]:
+        rows = await self._read(
+            "SELECT model, sum(prompt_tokens + completion_tokens), sum(cost) FROM usage"
+            " WHERE day >= ? GROUP BY model ORDER BY model",
+            (since,),
+        )
+        return {str(model): (int(tokens), float(cost)) for model, tokens, cost in rows}
+
     async def activity(self) -> dict[str, dict[str, float]]:
         received = await self._read(
             "SELECT substr(conversation, 1, instr(conversation, ':') - 1), max(created)"

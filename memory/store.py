@@ -405,6 +405,10 @@ class Store(abc.ABC):
         """``{"inbox": {status: n}, "outbox": {status: n}}``."""
 
     @abc.abstractmethod
+    async def spend(self, since: str) -> dict[str, tuple[int, float]]:
+        """LLM spend of every conversation from UTC day ``since`` on: model → (tokens, cost)."""
+
+    @abc.abstractmethod
     async def activity(self) -> dict[str, dict[str, float]]:
         """Per platform: ``{"received": last inbound time, "sent": last delivery time}``."""
 

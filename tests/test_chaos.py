@@ -46,7 +46,8 @@ async def test_three_instances_one_killed_every_update_once_in_order(
     killed = asyncio.Event()
     restarted = asyncio.Event()
 
-    async with Cluster(tmp_path, 3, pg_dsn, telegram) as cluster:
+    plugins = ["tests.plugins.slow_echo:router"]  # handlers in flight at any instant
+    async with Cluster(tmp_path, 3, pg_dsn, telegram, plugins) as cluster:
         victim = cluster.instances[0]
 
         def busiest() -> Instance:

@@ -106,7 +106,8 @@ async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
             raise Fatal("no")
         await ctx.reply("ok")
 
-    config = write_config(tmp_path)
+    job = {"id": "brief", "cron": "0 8 * * *", "deliver": "loopback:1", "text": "morning"}
+    config = write_config(tmp_path, jobs=[job])
     async with running(make_settings(tmp_path), router) as (gateway, loop):
         await loop.say("one")
         await loop.say("bad")
@@ -121,8 +122,12 @@ async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
     assert report["events"] == {"received": 0, "running": 0, "retry_wait": 0, "dead": 1, "done": 1}
     assert report["outbox"] == {"backlog": 0, "sent": 1, "unknown": 0, "dead": 0}
     assert set(report["platforms"]["loopback"]) == {"received", "sent"}
+    assert [entry["job"] for entry in report["cron"]] == ["brief"]
+    assert report["cron"][0]["next_fire"].endswith("08:00:00+00:00")
+    assert report["spend_today"] == {}
     table = (await asyncio.to_thread(cli, "status", "-c", str(config))).stdout
     assert "dead 1" in table and "sent 1" in table and "loopback" in table
+    assert "next fire  brief" in table and "today      0 tokens" in table
 
 
 async def test_llm_tokens_and_cost_are_metrics(tmp_path: Path) -> None:

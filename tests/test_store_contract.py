@@ -311,6 +311,10 @@ async def test_usage_is_summed_per_conversation_model_and_day_once_per_call(stor
     assert rows[1].cost == pytest.approx(0.75) and rows[1].tokens == 165
     assert [u.day for u in await store.usage("c1", since="2030-01-02")] == ["2030-01-02"]
     assert await store.usage("c2") == []
+    await commit(store, "k3", changes=MemoryChanges("c2", usage=[later]))
+    assert await store.spend("2030-01-02") == {"fast": (4, 0.0)}
+    spent = await store.spend("2030-01-01")
+    assert spent["big"] == (10, pytest.approx(1.0)) and spent["fast"][0] == 169
 
 
 async def test_recent_reads_the_newest_unsummarized_turns_within_the_budget(store: Store) -> None:

@@ -53,7 +53,14 @@ class Instance:
 
 
 class Cluster:
-    def __init__(self, directory: Path, count: int, store: str, telegram: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        count: int,
+        store: str,
+        telegram: dict[str, Any],
+        plugins: list[str] | None = None,
+    ) -> None:
         self.instances: list[Instance] = []
         for index in range(count):
             home = directory / f"instance{index}"
@@ -74,6 +81,7 @@ class Cluster:
                     },
                 },
                 "access": {"allow": ["*"], "rate_limit": {"messages": 0}},
+                "plugins": plugins or [],
                 "logging": {"format": "json"},
             }
             path = home / "tether.yaml"
