@@ -24,6 +24,19 @@ import asyncpg
 import structlog
 
 from gateway.events import Event, OutMessage
+from memory.rows import (
+    DEAD_COLUMNS,
+    INBOX_COLUMNS,
+    OUTBOX_COLUMNS,
+    PAIRING_COLUMNS,
+    TURN_COLUMNS,
+    dead_letter_row,
+    inbox_row,
+    newest_within,
+    oldest_within,
+    outbox_row,
+    turn_row,
+)
 from memory.store import (
     ConversationState,
     DeadLetter,
@@ -41,15 +54,6 @@ from memory.store import (
 
 log = structlog.get_logger("tether.postgres")
 
-_INBOX = "seq, key, conversation, payload, status, attempts, retry_at, error"
-_OUTBOX = "seq, key, event_key, payload, status, attempts, next_at, platform_id, error"
-_TURN = (
-    "id, conversation, role, text, event_key, coalesce(tokens, length(text) + 4),"
-    " created, summarized"
-)
-_PAIRING = "platform, user_id, name, code, status, created, updated"
-_DEAD = "key, conversation, event, error, traceback, snapshot, created"
-_MAX_ID = 2**62
 
 MIGRATIONS: list[str] = [
     # 1: the core pipeline, pairing, and conversation memory
@@ -248,11 +252,11 @@ class PostgresStore(Store):
     async def lane(self, conversation: str) -> list[InboxRow]:
         """The conversation's unfinished events in order (call only while holding its lane)."""
         rows = await self.pool.fetch(
-            f"SELECT {_INBOX} FROM inbox WHERE conversation = $1"
+            f"SELECT {INBOX_COLUMNS} FROM inbox WHERE conversation = $1"
             " AND status IN ('received', 'running', 'retry_wait') ORDER BY seq",
             conversation,
         )
-        return [_inbox(row) for row in rows]
+        return [inbox_row(row) for row in rows]
 
     async def busy_conversations(self) -> list[str]:
         rows = await self.pool.fetch(
@@ -263,11 +267,11 @@ class PostgresStore(Store):
 
     async def unsent_for(self, target: str) -> list[OutboxRow]:  # indexed, unlike the default
         rows = await self.pool.fetch(
-            f"SELECT {_OUTBOX} FROM outbox WHERE target = $1"
+            f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE target = $1"
             " AND status IN ('pending', 'sending', 'retry_wait') ORDER BY seq",
             target,
         )
-        return [_outbox(row) for row in rows]
+        return [outbox_row(row) for row in rows]
 
     async def busy_targets(self) -> list[str]:  # indexed, unlike the default
         rows = await self.pool.fetch(
@@ -328,17 +332,18 @@ class PostgresStore(Store):
         # Another instance may be running these: 'running' rows are taken back only by
         # whoever acquires their lane (see Dispatcher), never reset wholesale here.
         rows = await self.pool.fetch(
-            f"SELECT {_INBOX} FROM inbox WHERE status IN ('received', 'running', 'retry_wait')"
-            " ORDER BY seq"
+            f"SELECT {INBOX_COLUMNS} FROM inbox"
+            " WHERE status IN ('received', 'running', 'retry_wait') ORDER BY seq"
         )
-        return [_inbox(row) for row in rows]
+        return [inbox_row(row) for row in rows]
 
     async def pending(self, older_than: float) -> list[InboxRow]:
         rows = await self.pool.fetch(
-            f"SELECT {_INBOX} FROM inbox WHERE status = 'received' AND updated < $1 ORDER BY seq",
+            f"SELECT {INBOX_COLUMNS} FROM inbox"
+            " WHERE status = 'received' AND updated < $1 ORDER BY seq",
             older_than,
         )
-        return [_inbox(row) for row in rows]
+        return [inbox_row(row) for row in rows]
 
     async def begin(self, row: InboxRow) -> None:
         row.attempts += 1
@@ -410,7 +415,7 @@ class PostgresStore(Store):
                 letter.key,
             )
             await db.execute(
-                f"INSERT INTO dead_letters ({_DEAD}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                f"INSERT INTO dead_letters ({DEAD_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
                 " ON CONFLICT (key) DO UPDATE SET conversation = excluded.conversation,"
                 " event = excluded.event, error = excluded.error,"
                 " traceback = excluded.traceback, snapshot = excluded.snapshot,"
@@ -425,12 +430,14 @@ class PostgresStore(Store):
             )
 
     async def dead_letters(self) -> list[DeadLetter]:
-        rows = await self.pool.fetch(f"SELECT {_DEAD} FROM dead_letters ORDER BY created")
-        return [_dead(row) for row in rows]
+        rows = await self.pool.fetch(f"SELECT {DEAD_COLUMNS} FROM dead_letters ORDER BY created")
+        return [dead_letter_row(row) for row in rows]
 
     async def dead_letter(self, key: str) -> DeadLetter | None:
-        row = await self.pool.fetchrow(f"SELECT {_DEAD} FROM dead_letters WHERE key = $1", key)
-        return _dead(row) if row else None
+        row = await self.pool.fetchrow(
+            f"SELECT {DEAD_COLUMNS} FROM dead_letters WHERE key = $1", key
+        )
+        return dead_letter_row(row) if row else None
 
     async def requeue(self, key: str) -> bool:
         now = time.time()
@@ -453,8 +460,8 @@ class PostgresStore(Store):
             return bool(done != "UPDATE 0")
 
     async def inbox_row(self, key: str) -> InboxRow | None:
-        row = await self.pool.fetchrow(f"SELECT {_INBOX} FROM inbox WHERE key = $1", key)
-        return _inbox(row) if row else None
+        row = await self.pool.fetchrow(f"SELECT {INBOX_COLUMNS} FROM inbox WHERE key = $1", key)
+        return inbox_row(row) if row else None
 
     # -- steps ----------------------------------------------------------------------
 
@@ -483,10 +490,10 @@ class PostgresStore(Store):
 
     async def unsent(self) -> list[OutboxRow]:
         rows = await self.pool.fetch(
-            f"SELECT {_OUTBOX} FROM outbox WHERE status IN ('pending', 'sending', 'retry_wait')"
-            " ORDER BY seq"
+            f"SELECT {OUTBOX_COLUMNS} FROM outbox"
+            " WHERE status IN ('pending', 'sending', 'retry_wait') ORDER BY seq"
         )
-        return [_outbox(row) for row in rows]
+        return [outbox_row(row) for row in rows]
 
     async def mark_outbox(
         self,
@@ -512,75 +519,46 @@ class PostgresStore(Store):
 
     async def outbox_rows(self, event_key: str) -> list[OutboxRow]:
         rows = await self.pool.fetch(
-            f"SELECT {_OUTBOX} FROM outbox WHERE event_key = $1 ORDER BY seq", event_key
+            f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE event_key = $1 ORDER BY seq", event_key
         )
-        return [_outbox(row) for row in rows]
+        return [outbox_row(row) for row in rows]
 
     # -- memory ---------------------------------------------------------------------
 
     async def history(self, conversation: str, limit: int) -> list[Turn]:
         rows = await self.pool.fetch(
-            f"SELECT {_TURN} FROM messages WHERE conversation = $1 ORDER BY id DESC LIMIT $2",
+            f"SELECT {TURN_COLUMNS} FROM messages WHERE conversation = $1"
+            " ORDER BY id DESC LIMIT $2",
             conversation,
             limit,
         )
-        return [_turn(row) for row in reversed(rows)]
+        return [turn_row(row) for row in reversed(rows)]
 
     async def recent(self, conversation: str, budget: int, *, after_id: int = 0) -> Window:
-        turns: list[Turn] = []
-        used = 0
-        before = _MAX_ID
-        page = max(16, min(budget // 16, 512))
-        while True:
-            rows = await self.pool.fetch(
-                f"SELECT {_TURN} FROM messages WHERE conversation = $1 AND summarized = 0"
-                " AND id > $2 AND id < $3 ORDER BY id DESC LIMIT $4",
-                conversation,
-                after_id,
-                before,
-                page,
-            )
-            for row in rows:
-                turn = _turn(row)
-                assert turn.tokens is not None
-                if used + turn.tokens > budget:
-                    turns.reverse()
-                    return Window(turns, used, more=True)
-                turns.append(turn)
-                used += turn.tokens
-            if len(rows) < page:
-                turns.reverse()
-                return Window(turns, used, more=False)
-            before = rows[-1][0]
-            page = min(page * 2, 2048)
+        async def page(after: int, before: int, limit: int) -> list[Any]:
+            return list(
+                await self.pool.fetch(
+                    f"SELECT {TURN_COLUMNS} FROM messages WHERE conversation = $1"
+                    " AND summarized = 0 AND id > $2 AND id < $3 ORDER BY id DESC LIMIT $4",
+                    conversation, after, before, limit,
+                )
+            )  # fmt: skip
+
+        return await newest_within(page, budget, after_id)
 
     async def oldest_unsummarized(
         self, conversation: str, budget: int, *, after_id: int = 0, before_id: int | None = None
     ) -> list[Turn]:
-        turns: list[Turn] = []
-        used = 0
-        after = after_id
-        page = max(16, min(budget // 16, 512))
-        while True:
-            rows = await self.pool.fetch(
-                f"SELECT {_TURN} FROM messages WHERE conversation = $1 AND summarized = 0"
-                " AND id > $2 AND id < $3 ORDER BY id LIMIT $4",
-                conversation,
-                after,
-                _MAX_ID if before_id is None else before_id,
-                page,
-            )
-            for row in rows:
-                turn = _turn(row)
-                assert turn.tokens is not None
-                if turns and used + turn.tokens > budget:
-                    return turns
-                turns.append(turn)
-                used += turn.tokens
-            if len(rows) < page:
-                return turns
-            after = rows[-1][0]
-            page = min(page * 2, 2048)
+        async def page(after: int, before: int, limit: int) -> list[Any]:
+            return list(
+                await self.pool.fetch(
+                    f"SELECT {TURN_COLUMNS} FROM messages WHERE conversation = $1"
+                    " AND summarized = 0 AND id > $2 AND id < $3 ORDER BY id LIMIT $4",
+                    conversation, after, before, limit,
+                )
+            )  # fmt: skip
+
+        return await oldest_within(page, budget, after_id, before_id)
 
     async def last_message_id(self, conversation: str) -> int:
         value = await self.pool.fetchval(
@@ -655,7 +633,7 @@ class PostgresStore(Store):
 
     async def pairing(self, platform: str, user_id: str) -> Pairing | None:
         row = await self.pool.fetchrow(
-            f"SELECT {_PAIRING} FROM pairings WHERE platform = $1 AND user_id = $2",
+            f"SELECT {PAIRING_COLUMNS} FROM pairings WHERE platform = $1 AND user_id = $2",
             platform,
             user_id,
         )
@@ -664,7 +642,7 @@ class PostgresStore(Store):
     async def request_pairing(self, platform: str, user_id: str, name: str, code: str) -> Pairing:
         now = time.time()
         await self.pool.execute(
-            f"INSERT INTO pairings ({_PAIRING}) VALUES ($1, $2, $3, $4, 'pending', $5, $5)"
+            f"INSERT INTO pairings ({PAIRING_COLUMNS}) VALUES ($1, $2, $3, $4, 'pending', $5, $5)"
             " ON CONFLICT (platform, user_id) DO NOTHING",
             platform,
             user_id,
@@ -679,7 +657,7 @@ class PostgresStore(Store):
     async def approve_pairing(self, code: str) -> Pairing | None:
         row = await self.pool.fetchrow(
             f"UPDATE pairings SET status = 'approved', updated = $1 WHERE code = $2"
-            f" RETURNING {_PAIRING}",
+            f" RETURNING {PAIRING_COLUMNS}",
             time.time(),
             code.strip().upper(),
         )
@@ -692,7 +670,7 @@ class PostgresStore(Store):
         return bool(done != "DELETE 0")
 
     async def pairings(self) -> list[Pairing]:
-        rows = await self.pool.fetch(f"SELECT {_PAIRING} FROM pairings ORDER BY created")
+        rows = await self.pool.fetch(f"SELECT {PAIRING_COLUMNS} FROM pairings ORDER BY created")
         return [Pairing(*row) for row in rows]
 
     # -- counts ---------------------------------------------------------------------
@@ -805,59 +783,3 @@ async def _apply_memory(
                 call.completion_tokens,
                 call.cost,
             )
-
-
-def _inbox(row: Any) -> InboxRow:
-    seq, key, conversation, payload, status, attempts, retry_at, error = row
-    return InboxRow(
-        seq=seq,
-        key=key,
-        conversation=conversation,
-        event=Event.from_json(payload),
-        status=status,
-        attempts=attempts,
-        retry_at=retry_at,
-        error=error,
-    )
-
-
-def _outbox(row: Any) -> OutboxRow:
-    seq, key, event_key, payload, status, attempts, next_at, platform_id, error = row
-    return OutboxRow(
-        seq=seq,
-        key=key,
-        event_key=event_key,
-        message=OutMessage.from_json(payload),
-        status=status,
-        attempts=attempts,
-        next_at=next_at,
-        platform_id=platform_id,
-        error=error,
-    )
-
-
-def _turn(row: Any) -> Turn:
-    id_, conversation, role, text, event_key, tokens, created, summarized = row
-    return Turn(
-        conversation=conversation,
-        role=role,
-        text=text,
-        event_key=event_key,
-        tokens=tokens,
-        created=created,
-        summarized=bool(summarized),
-        id=id_,
-    )
-
-
-def _dead(row: Any) -> DeadLetter:
-    key, conversation, event, error, traceback, snapshot, created = row
-    return DeadLetter(
-        key=key,
-        conversation=conversation,
-        event=Event.from_json(event),
-        error=error,
-        traceback=traceback,
-        snapshot=json.loads(snapshot),
-        created=created,
-    )

@@ -30,12 +30,22 @@ import aiosqlite
 import structlog
 
 from gateway.events import Event, OutMessage
+from memory.rows import (
+    MAX_ID,
+    PAIRING_COLUMNS,
+    TURN_COLUMNS,
+    dead_letter_row,
+    inbox_row,
+    newest_within,
+    oldest_within,
+    outbox_row,
+    turn_row,
+)
 from memory.store import (
     ConversationState,
     DeadLetter,
     Fact,
     InboxRow,
-    InboxStatus,
     MemoryChanges,
     OutboxRow,
     OutboxStatus,
@@ -50,14 +60,6 @@ ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
 log = structlog.get_logger("tether.sqlite")
 T = TypeVar("T")
 _MAX_KEYS_PER_QUERY = 500
-_MAX_ID = 2**63 - 1
-# Rows written before token counting (tokens NULL) are charged one token per character
-# plus the message overhead: never less than tiktoken would count.
-_TURN = (
-    "id, conversation, role, text, event_key, coalesce(tokens, length(text) + 4),"
-    " created, summarized"
-)
-_PAIRING = "platform, user_id, name, code, status, created, updated"
 
 MIGRATIONS: list[str] = [
     # 1: the core pipeline
@@ -458,7 +460,7 @@ class SqliteStore(Store):
             "SELECT seq, key, conversation, payload, status, attempts, retry_at, error FROM inbox"
             " WHERE status IN ('received', 'running', 'retry_wait') ORDER BY seq"
         )
-        return [_inbox(row) for row in rows]
+        return [inbox_row(row) for row in rows]
 
     async def lane(self, conversation: str) -> list[InboxRow]:
         rows = await self._read(
@@ -467,7 +469,7 @@ class SqliteStore(Store):
             " ORDER BY seq",
             (conversation,),
         )
-        return [_inbox(row) for row in rows]
+        return [inbox_row(row) for row in rows]
 
     async def busy_conversations(self) -> list[str]:
         rows = await self._read(
@@ -482,7 +484,7 @@ class SqliteStore(Store):
             " WHERE status = 'received' AND updated < ? ORDER BY seq",
             (older_than,),
         )
-        return [_inbox(row) for row in rows]
+        return [inbox_row(row) for row in rows]
 
     async def begin(self, row: InboxRow) -> None:
         # Not awaited: the handler may start before this commits. A crash before it
@@ -577,7 +579,7 @@ class SqliteStore(Store):
             "SELECT key, conversation, event, error, traceback, snapshot, created"
             " FROM dead_letters ORDER BY created"
         )
-        return [_dead(row) for row in rows]
+        return [dead_letter_row(row) for row in rows]
 
     async def dead_letter(self, key: str) -> DeadLetter | None:
         rows = await self._read(
@@ -585,7 +587,7 @@ class SqliteStore(Store):
             " FROM dead_letters WHERE key = ?",
             (key,),
         )
-        return _dead(rows[0]) if rows else None
+        return dead_letter_row(rows[0]) if rows else None
 
     async def requeue(self, key: str) -> bool:
         now = time.time()
@@ -620,7 +622,7 @@ class SqliteStore(Store):
             " WHERE key = ?",
             (key,),
         )
-        return _inbox(rows[0]) if rows else None
+        return inbox_row(rows[0]) if rows else None
 
     # -- steps ----------------------------------------------------------------------
 
@@ -651,7 +653,7 @@ class SqliteStore(Store):
             "SELECT seq, key, event_key, payload, status, attempts, next_at, platform_id, error"
             " FROM outbox WHERE status IN ('pending', 'sending', 'retry_wait') ORDER BY seq"
         )
-        return [_outbox(row) for row in rows]
+        return [outbox_row(row) for row in rows]
 
     async def mark_outbox(
         self,
@@ -678,68 +680,40 @@ class SqliteStore(Store):
             " FROM outbox WHERE event_key = ? ORDER BY seq",
             (event_key,),
         )
-        return [_outbox(row) for row in rows]
+        return [outbox_row(row) for row in rows]
 
     # -- memory ---------------------------------------------------------------------
 
     async def history(self, conversation: str, limit: int) -> list[Turn]:
         rows = await self._read(
-            f"SELECT {_TURN} FROM messages WHERE conversation = ? ORDER BY id DESC LIMIT ?",
+            f"SELECT {TURN_COLUMNS} FROM messages WHERE conversation = ? ORDER BY id DESC LIMIT ?",
             (conversation, limit),
         )
-        return [_turn(row) for row in reversed(rows)]
+        return [turn_row(row) for row in reversed(rows)]
 
     async def recent(self, conversation: str, budget: int, *, after_id: int = 0) -> Window:
-        turns: list[Turn] = []
-        used = 0
-        before = _MAX_ID
-        page = max(16, min(budget // 16, 512))  # ~a page of typical turns per read
-        while True:
-            rows = await self._read(
-                f"SELECT {_TURN} FROM messages INDEXED BY messages_unsummarized"
+        async def page(after: int, before: int, limit: int) -> list[Any]:
+            return await self._read(
+                f"SELECT {TURN_COLUMNS} FROM messages INDEXED BY messages_unsummarized"
                 " WHERE conversation = ? AND summarized = 0 AND id > ? AND id < ?"
                 " ORDER BY id DESC LIMIT ?",
-                (conversation, after_id, before, page),
+                (conversation, after, before, limit),
             )
-            for row in rows:
-                turn = _turn(row)
-                assert turn.tokens is not None
-                if used + turn.tokens > budget:
-                    turns.reverse()
-                    return Window(turns, used, more=True)
-                turns.append(turn)
-                used += turn.tokens
-            if len(rows) < page:
-                turns.reverse()
-                return Window(turns, used, more=False)
-            before = rows[-1][0]
-            page = min(page * 2, 2048)
+
+        return await newest_within(page, budget, after_id)
 
     async def oldest_unsummarized(
         self, conversation: str, budget: int, *, after_id: int = 0, before_id: int | None = None
     ) -> list[Turn]:
-        turns: list[Turn] = []
-        used = 0
-        after = after_id
-        page = max(16, min(budget // 16, 512))
-        while True:
-            rows = await self._read(
-                f"SELECT {_TURN} FROM messages INDEXED BY messages_unsummarized"
+        async def page(after: int, before: int, limit: int) -> list[Any]:
+            return await self._read(
+                f"SELECT {TURN_COLUMNS} FROM messages INDEXED BY messages_unsummarized"
                 " WHERE conversation = ? AND summarized = 0 AND id > ? AND id < ?"
                 " ORDER BY id LIMIT ?",
-                (conversation, after, _MAX_ID if before_id is None else before_id, page),
+                (conversation, after, before, limit),
             )
-            for row in rows:
-                turn = _turn(row)
-                assert turn.tokens is not None
-                if turns and used + turn.tokens > budget:
-                    return turns
-                turns.append(turn)
-                used += turn.tokens
-            if len(rows) < page:
-                return turns
-            after = rows[-1][0]
-            page = min(page * 2, 2048)
+
+        return await oldest_within(page, budget, after_id, before_id)
 
     async def last_message_id(self, conversation: str) -> int:
         rows = await self._read(
@@ -770,7 +744,7 @@ class SqliteStore(Store):
             return [Fact(*row) for row in rows]
         facts: list[Fact] = []
         used = 0
-        before = _MAX_ID
+        before = MAX_ID
         while True:
             rows = await self._read(
                 "SELECT id, conversation, text, tokens, created FROM facts"
@@ -826,7 +800,7 @@ class SqliteStore(Store):
 
     async def pairing(self, platform: str, user_id: str) -> Pairing | None:
         rows = await self._read(
-            f"SELECT {_PAIRING} FROM pairings WHERE platform = ? AND user_id = ?",
+            f"SELECT {PAIRING_COLUMNS} FROM pairings WHERE platform = ? AND user_id = ?",
             (platform, user_id),
         )
         return Pairing(*rows[0]) if rows else None
@@ -855,7 +829,7 @@ class SqliteStore(Store):
                 (time.time(), code),
             ),
         )
-        rows = await self._read(f"SELECT {_PAIRING} FROM pairings WHERE code = ?", (code,))
+        rows = await self._read(f"SELECT {PAIRING_COLUMNS} FROM pairings WHERE code = ?", (code,))
         return Pairing(*rows[0]) if rows else None
 
     async def revoke_pairing(self, platform: str, user_id: str) -> bool:
@@ -867,7 +841,7 @@ class SqliteStore(Store):
         return found is not None
 
     async def pairings(self) -> list[Pairing]:
-        rows = await self._read(f"SELECT {_PAIRING} FROM pairings ORDER BY created")
+        rows = await self._read(f"SELECT {PAIRING_COLUMNS} FROM pairings ORDER BY created")
         return [Pairing(*row) for row in rows]
 
     async def spend(self, since: str) -> dict[str, tuple[int, float]]:
@@ -970,20 +944,6 @@ def _memory_statements(
     return out
 
 
-def _turn(row: Sequence[Any]) -> Turn:
-    id_, conversation, role, text, event_key, tokens, created, summarized = row
-    return Turn(
-        conversation=conversation,
-        role=role,
-        text=text,
-        event_key=event_key,
-        tokens=tokens,
-        created=created,
-        summarized=bool(summarized),
-        id=id_,
-    )
-
-
 def _statements(script: str) -> list[str]:
     """Split a migration into statements; a trigger body's inner ``;`` stays inside it.
 
@@ -1002,47 +962,3 @@ def _statements(script: str) -> list[str]:
 def _log_failure(future: asyncio.Future[None]) -> None:
     if not future.cancelled() and future.exception() is not None:
         log.error("store.write_failed", error=repr(future.exception()))
-
-
-def _inbox(row: Sequence[Any]) -> InboxRow:
-    seq, key, conversation, payload, status, attempts, retry_at, error = row
-    status_: InboxStatus = status
-    return InboxRow(
-        seq=seq,
-        key=key,
-        conversation=conversation,
-        event=Event.from_json(payload),
-        status=status_,
-        attempts=attempts,
-        retry_at=retry_at,
-        error=error,
-    )
-
-
-def _outbox(row: Sequence[Any]) -> OutboxRow:
-    seq, key, event_key, payload, status, attempts, next_at, platform_id, error = row
-    status_: OutboxStatus = status
-    return OutboxRow(
-        seq=seq,
-        key=key,
-        event_key=event_key,
-        message=OutMessage.from_json(payload),
-        status=status_,
-        attempts=attempts,
-        next_at=next_at,
-        platform_id=platform_id,
-        error=error,
-    )
-
-
-def _dead(row: Sequence[Any]) -> DeadLetter:
-    key, conversation, event, error, traceback, snapshot, created = row
-    return DeadLetter(
-        key=key,
-        conversation=conversation,
-        event=Event.from_json(event),
-        error=error,
-        traceback=traceback,
-        snapshot=json.loads(snapshot),
-        created=created,
-    )

@@ -1,0 +1,136 @@
+"""What the SQL stores share: the column lists they select, the rows they decode, and
+the budget walks over history pages.
+
+SQLite and PostgreSQL differ in placeholders and in how they commit, not in what a row
+means; keeping that here means a new column is added in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from gateway.events import Event, OutMessage
+from memory.store import DeadLetter, InboxRow, OutboxRow, Turn, Window
+
+INBOX_COLUMNS = "seq, key, conversation, payload, status, attempts, retry_at, error"
+OUTBOX_COLUMNS = "seq, key, event_key, payload, status, attempts, next_at, platform_id, error"
+#: A turn without a stored count (rows from before token counting) costs its length.
+TURN_COLUMNS = (
+    "id, conversation, role, text, event_key, coalesce(tokens, length(text) + 4),"
+    " created, summarized"
+)
+PAIRING_COLUMNS = "platform, user_id, name, code, status, created, updated"
+DEAD_COLUMNS = "key, conversation, event, error, traceback, snapshot, created"
+MAX_ID = 2**62
+
+#: Reads one page of turns: ``(after_id, before_id, limit)`` → rows of TURN_COLUMNS.
+PageReader = Callable[[int, int, int], Awaitable[Sequence[Sequence[Any]]]]
+
+
+def inbox_row(row: Sequence[Any]) -> InboxRow:
+    seq, key, conversation, payload, status, attempts, retry_at, error = row
+    return InboxRow(
+        seq=seq,
+        key=key,
+        conversation=conversation,
+        event=Event.from_json(payload),
+        status=status,
+        attempts=attempts,
+        retry_at=retry_at,
+        error=error,
+    )
+
+
+def outbox_row(row: Sequence[Any]) -> OutboxRow:
+    seq, key, event_key, payload, status, attempts, next_at, platform_id, error = row
+    return OutboxRow(
+        seq=seq,
+        key=key,
+        event_key=event_key,
+        message=OutMessage.from_json(payload),
+        status=status,
+        attempts=attempts,
+        next_at=next_at,
+        platform_id=platform_id,
+        error=error,
+    )
+
+
+def turn_row(row: Sequence[Any]) -> Turn:
+    id_, conversation, role, text, event_key, tokens, created, summarized = row
+    return Turn(
+        conversation=conversation,
+        role=role,
+        text=text,
+        event_key=event_key,
+        tokens=tokens,
+        created=created,
+        summarized=bool(summarized),
+        id=id_,
+    )
+
+
+def dead_letter_row(row: Sequence[Any]) -> DeadLetter:
+    key, conversation, event, error, traceback, snapshot, created = row
+    return DeadLetter(
+        key=key,
+        conversation=conversation,
+        event=Event.from_json(event),
+        error=error,
+        traceback=traceback,
+        snapshot=json.loads(snapshot),
+        created=created,
+    )
+
+
+def _first_page(budget: int) -> int:
+    return max(16, min(budget // 16, 512))  # about a page of typical turns per read
+
+
+async def newest_within(read_newest: PageReader, budget: int, after_id: int) -> Window:
+    """Newest-first pages until a turn does not fit ``budget``: cost follows the budget."""
+    turns: list[Turn] = []
+    used = 0
+    before = MAX_ID
+    page = _first_page(budget)
+    while True:
+        rows = await read_newest(after_id, before, page)
+        for row in rows:
+            turn = turn_row(row)
+            assert turn.tokens is not None
+            if used + turn.tokens > budget:
+                turns.reverse()
+                return Window(turns, used, more=True)
+            turns.append(turn)
+            used += turn.tokens
+        if len(rows) < page:
+            turns.reverse()
+            return Window(turns, used, more=False)
+        before = rows[-1][0]
+        page = min(page * 2, 2048)
+
+
+async def oldest_within(
+    read_oldest: PageReader, budget: int, after_id: int, before_id: int | None
+) -> list[Turn]:
+    """Oldest-first pages while turns fit ``budget`` (at least one, however large)."""
+    turns: list[Turn] = []
+    used = 0
+    after = after_id
+    before = MAX_ID if before_id is None else before_id
+    page = _first_page(budget)
+    while True:
+        rows = await read_oldest(after, before, page)
+        for row in rows:
+            turn = turn_row(row)
+            assert turn.tokens is not None
+            if turns and used + turn.tokens > budget:
+                return turns
+            turns.append(turn)
+            used += turn.tokens
+        if len(rows) < page:
+            return turns
+        after = rows[-1][0]
+        page = min(page * 2, 2048)
