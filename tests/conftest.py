@@ -20,10 +20,12 @@ from config import Settings, load_text
 from gateway import logs
 from gateway.app import Gateway
 from gateway.routing import Router
+from tests.fakes.cluster import SECRET as CLUSTER_SECRET
 from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.feishu_api import APP_SECRET as FEISHU_APP_SECRET
 from tests.fakes.feishu_api import ENCRYPT_KEY as FEISHU_ENCRYPT_KEY
 from tests.fakes.feishu_api import VERIFICATION_TOKEN as FEISHU_VERIFICATION_TOKEN
+from tests.fakes.openai_api import API_KEY as OPENAI_API_KEY
 from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +95,8 @@ SECRETS: set[str] = {
     FEISHU_ENCRYPT_KEY,
     FEISHU_VERIFICATION_TOKEN,
     DISCORD_TOKEN,
+    OPENAI_API_KEY,
+    CLUSTER_SECRET,
 }
 
 

@@ -27,10 +27,9 @@ from memory import tokens
 from memory.compaction import SUMMARY_INSTRUCTIONS
 from memory.sqlite import SqliteStore
 from tests.conftest import SECRETS, make_settings, running, subprocess_env, write_config
-from tests.fakes.openai_api import Body, FakeOpenAI
+from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI
 from tests.test_crash import control_socket, spawn
 
-API_KEY = "sk-fake-0123456789abcdef"
 SECRETS.add(API_KEY)
 
 

@@ -21,6 +21,8 @@ from aiohttp import web
 from memory import tokens
 
 Body = dict[str, Any]
+#: The key tests configure for the fake provider (a secret: it must never be logged).
+API_KEY = "sk-fake-0123456789abcdef"
 
 
 @dataclass
