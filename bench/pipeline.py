@@ -54,7 +54,8 @@ async def run_once(store_url: str, events: int, conversations: int) -> dict[str,
                 "memory": {"store": store_url},
                 "http": {"enabled": False},
                 "platforms": {"console": {"enabled": False}},
-                "pipeline": {"concurrency": 64, "queue_size": 2000},
+                "pipeline": {"concurrency": 100, "queue_size": 2000},
+                "outbox": {"concurrency": 100},
                 "access": {"allow": ["*"], "rate_limit": {"messages": 0}},
             }
         )

@@ -13,6 +13,7 @@ limit is stored but marked, handled as a no-op, and answered with one notice.
 from __future__ import annotations
 
 import fnmatch
+import re
 import secrets
 import time
 from typing import Any
@@ -36,27 +37,43 @@ THROTTLED = "throttled"
 THROTTLE_NOTICE = "You are sending messages faster than I can take them; I skipped some."
 
 
-def _matches(patterns: list[str], event: Event) -> bool:
-    candidates = [f"{event.platform}:{event.conversation.chat_id}"]
-    if event.sender:
-        candidates.append(f"{event.platform}:{event.sender.id}")
-    return any(fnmatch.fnmatchcase(c, p) for p in patterns for c in candidates)
+class Patterns:
+    """``platform:id`` patterns with ``*`` wildcards, compiled once into one regex."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self.everyone = "*" in patterns
+        joined = "|".join(fnmatch.translate(p) for p in patterns)
+        self._regex = re.compile(joined) if patterns else None
+
+    def match(self, event: Event) -> bool:
+        """Does the sender's ``platform:user`` or the chat's ``platform:chat`` match?"""
+        if self.everyone:
+            return True
+        if self._regex is None:
+            return False
+        if self._regex.match(f"{event.platform}:{event.conversation.chat_id}"):
+            return True
+        return event.sender is not None and bool(
+            self._regex.match(f"{event.platform}:{event.sender.id}")
+        )
 
 
 class Access:
     def __init__(self, config: AccessConfig, store: Store) -> None:
         self.config = config
         self.store = store
+        self.allow = Patterns([*config.allow, *config.admins])
+        self.admins = Patterns(config.admins)
 
     def is_admin(self, event: Event) -> bool:
         return event.platform in TRUSTED_PLATFORMS or (
-            event.sender is not None and _matches(self.config.admins, event)
+            event.sender is not None and self.admins.match(event)
         )
 
     async def admitted(self, event: Event) -> bool:
         if event.platform in TRUSTED_PLATFORMS or event.sender is None:
             return True
-        if _matches(self.config.allow, event) or _matches(self.config.admins, event):
+        if self.allow.match(event):
             return True
         pairing = await self.store.pairing(event.platform, event.sender.id)
         return pairing is not None and pairing.status == "approved"

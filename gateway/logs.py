@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+import orjson
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
@@ -78,11 +79,11 @@ def configure(
     if pretty:
         processors.append(structlog.dev.ConsoleRenderer(colors=out.isatty()))
     else:
-        processors.append(structlog.processors.JSONRenderer(default=str))
+        processors.append(structlog.processors.JSONRenderer(serializer=_json))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, 20)),
-        logger_factory=structlog.PrintLoggerFactory(out),
+        logger_factory=structlog.WriteLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
     # Libraries that use stdlib logging (aiohttp, asyncio) go to the same stream, scrubbed.
@@ -91,6 +92,11 @@ def configure(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(_LEVELS.get(level, 20), logging.INFO))
+
+
+def _json(value: Any, **_kwargs: Any) -> str:
+    """orjson: several times faster than json.dumps, and there are four lines per event."""
+    return orjson.dumps(value, default=str).decode()
 
 
 class _ScrubbingFormatter(logging.Formatter):

@@ -175,7 +175,9 @@ class Outbox:
             await self._mark_unknown(row, _describe(exc))
             return True
         row.status, row.platform_id = "sent", sent.platform_id
-        await self.store.mark_outbox(row.key, "sent", platform_id=sent.platform_id)
+        # Not waited for: a crash before it commits leaves the row 'sending', which the
+        # restart treats as ambiguous; the send itself already happened.
+        await self.store.mark_outbox(row.key, "sent", platform_id=sent.platform_id, durable=False)
         metrics.OUTBOX.labels(row.platform, "sent").inc()
         olog.info(
             "outbox.sent",

@@ -228,6 +228,7 @@ class MemoryStore(Store):
         next_at: float | None = None,
         platform_id: str | None = None,
         error: str | None = None,
+        durable: bool = True,
     ) -> None:
         self._check()
         row = self._outbox[key]

@@ -504,6 +504,7 @@ class PostgresStore(Store):
         next_at: float | None = None,
         platform_id: str | None = None,
         error: str | None = None,
+        durable: bool = True,
     ) -> None:
         await self.pool.execute(
             "UPDATE outbox SET status = $1, attempts = coalesce($2, attempts), next_at = $3,"

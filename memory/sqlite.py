@@ -240,6 +240,7 @@ class SqliteStore(Store):
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
         self._reader: aiosqlite.Connection | None = None
         self._queue = _Queue()
+        self._posted: set[asyncio.Future[None]] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -413,9 +414,13 @@ class SqliteStore(Store):
 
         For writes that need not be durable before the caller goes on: the writer keeps
         them ordered before anything submitted later, and a crash before the commit
-        leaves the row as it was, which recovery already handles.
+        leaves the row as it was, which recovery already handles. Reads wait for them,
+        so this store still reads its own writes.
         """
-        self._enqueue(phase, statements).add_done_callback(_log_failure)
+        future = self._enqueue(phase, statements)
+        future.add_done_callback(_log_failure)
+        self._posted.add(future)
+        future.add_done_callback(self._posted.discard)
 
     def _enqueue(
         self, phase: int, statements: Sequence[tuple[str, Sequence[Any]]]
@@ -433,6 +438,8 @@ class SqliteStore(Store):
     async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         if self._reader is None:
             raise RuntimeError("store is closed")
+        if self._posted:
+            await asyncio.gather(*self._posted, return_exceptions=True)
         return list(await self._reader.execute_fetchall(sql, params))
 
     # -- inbox ----------------------------------------------------------------------
@@ -664,15 +671,17 @@ class SqliteStore(Store):
         next_at: float | None = None,
         platform_id: str | None = None,
         error: str | None = None,
+        durable: bool = True,
     ) -> None:
-        await self._write(
-            OUTBOX,
-            (
-                "UPDATE outbox SET status = ?, attempts = coalesce(?, attempts), next_at = ?,"
-                " platform_id = coalesce(?, platform_id), error = ?, updated = ? WHERE key = ?",
-                (status, attempts, next_at, platform_id, error, time.time(), key),
-            ),
+        statement = (
+            "UPDATE outbox SET status = ?, attempts = coalesce(?, attempts), next_at = ?,"
+            " platform_id = coalesce(?, platform_id), error = ?, updated = ? WHERE key = ?",
+            (status, attempts, next_at, platform_id, error, time.time(), key),
         )
+        if durable:
+            await self._write(OUTBOX, statement)
+        else:
+            self._post(OUTBOX, statement)
 
     async def outbox_rows(self, event_key: str) -> list[OutboxRow]:
         rows = await self._read(

@@ -319,7 +319,11 @@ class Store(abc.ABC):
         next_at: float | None = None,
         platform_id: str | None = None,
         error: str | None = None,
-    ) -> None: ...
+        durable: bool = True,
+    ) -> None:
+        """Set a row's status. ``durable=False`` may return before the write commits (it
+        is still ordered before every later write): for ``sent``, where a crash in
+        between leaves the row ``sending``, which recovery treats as ambiguous."""
 
     @abc.abstractmethod
     async def outbox_rows(self, event_key: str) -> list[OutboxRow]: ...

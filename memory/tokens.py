@@ -126,6 +126,17 @@ def count(text: str, name: str = DEFAULT_ENCODING) -> int:
     """Tokens in ``text`` (special-token strings in user text are counted as plain text)."""
     if not text:
         return 0
+    if len(text) <= _CACHED_TEXT:
+        return _count_short(text, name)
+    return len(encoding(name).encode(text, disallowed_special=()))
+
+
+#: Short texts recur (an echoed turn, "/help", "thanks"): remember their counts.
+_CACHED_TEXT = 256
+
+
+@functools.lru_cache(maxsize=4096)
+def _count_short(text: str, name: str) -> int:
     return len(encoding(name).encode(text, disallowed_special=()))
 
 
