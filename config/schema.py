@@ -452,7 +452,7 @@ class AccessConfig(Section):
 
 class JobConfig(Section):
     """One ``jobs:`` entry: when it fires, where its messages go, what it does, and what
-    happens to fires missed while Tether was down (see docs/scheduler.md)."""
+    happens to fires missed while Tether was down (see README.md, "Scheduled jobs (cron)")."""
 
     #: Part of every fire's event key (``cron:{id}:{time}``), so it must be stable.
     id: str
