@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -71,6 +72,18 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.update(extra)
     return env
+
+
+async def spawn_run(
+    config: Path, log: Path, env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
+    """`tether run -c config` as a subprocess, stderr appended to ``log``, no stdin."""
+    with log.open("ab") as stderr:
+        return await asyncio.create_subprocess_exec(
+            TETHER, "run", "-c", str(config),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+            env=env or subprocess_env(),
+        )  # fmt: skip
 
 
 @asynccontextmanager

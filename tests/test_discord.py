@@ -30,7 +30,7 @@ from gateway.app import Gateway, build_adapters
 from gateway.context import Context
 from gateway.events import Event, Kind
 from gateway.routing import Router
-from tests.conftest import TETHER, make_settings, subprocess_env, write_config
+from tests.conftest import TETHER, make_settings, spawn_run, subprocess_env, write_config
 from tests.fakes.discord_api import (
     BOT_USER,
     CHANNEL_ID,
@@ -219,26 +219,12 @@ async def test_the_same_message_create_dispatched_twice_is_answered_once(
 # -- Done when: a message posted while down is backfilled after a SIGKILL ---------------
 
 
-async def spawn_tether(config: Path, log: Path) -> asyncio.subprocess.Process:
-    with log.open("ab") as stderr:
-        return await asyncio.create_subprocess_exec(
-            TETHER,
-            "run",
-            "-c",
-            str(config),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            env=subprocess_env(),
-        )
-
-
 async def test_a_message_posted_while_killed_is_backfilled_and_answered_once(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
     config = write_config(tmp_path, platforms={"discord": section(fake)})
     log = tmp_path / "tether.log"
-    first = await spawn_tether(config, log)
+    first = await spawn_run(config, log)
     try:
         await fake.wait_for(lambda: fake.connected >= 1, timeout=30)
         before = await fake.say(CHANNEL_ID, "before the crash", mention_bot=True)
@@ -252,7 +238,7 @@ async def test_a_message_posted_while_killed_is_backfilled_and_answered_once(
     missed = fake.post(fake.message(CHANNEL_ID, "while you were away", mention_bot=True))
     elsewhere = fake.post(fake.message(CHANNEL_ID, "chatter, not for the bot"))
     reads = len(fake.history_reads)
-    second = await spawn_tether(config, log)
+    second = await spawn_run(config, log)
     try:
         await fake.wait_for(lambda: len(replies_to(fake, missed)) >= 1, timeout=30)
     finally:

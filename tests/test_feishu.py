@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import json
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -37,7 +36,14 @@ from gateway.app import Gateway, GatewayError, build_adapters
 from gateway.context import Context
 from gateway.events import Event, Kind, OutMessage, Target
 from gateway.routing import Router
-from tests.conftest import ROOT, TETHER, make_settings, subprocess_env, write_config
+from tests.conftest import (
+    ROOT,
+    make_settings,
+    spawn_run,
+    subprocess_env,
+    write_config,
+)
+from tests.fakes.cluster import free_port
 from tests.fakes.feishu_api import (
     APP_ID,
     APP_SECRET,
@@ -307,12 +313,6 @@ class HandlerGate:
         writer.close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def ready(port: int, proc: asyncio.subprocess.Process) -> None:
     """Until /readyz answers 200 (the subprocess opened, recovered, and listens)."""
     deadline = time.monotonic() + 30
@@ -327,20 +327,6 @@ async def ready(port: int, proc: asyncio.subprocess.Process) -> None:
                 pass
             await asyncio.sleep(0.05)  # polling a port that is not open yet
     raise TimeoutError("tether run did not become ready")
-
-
-async def spawn(config: Path, env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
-    with log.open("ab") as stderr:
-        return await asyncio.create_subprocess_exec(
-            TETHER,
-            "run",
-            "-c",
-            str(config),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            env=env,
-        )
 
 
 async def test_sigkill_between_accept_and_handling_is_answered_once_after_restart(
@@ -360,7 +346,7 @@ async def test_sigkill_between_accept_and_handling_is_answered_once_after_restar
     log = tmp_path / "tether.log"
     body, headers = signed_request(message_event("om_crash", "survive", event_id="ev_1"))
     try:
-        first = await spawn(config, env, log)
+        first = await spawn_run(config, log, env)
         try:
             await ready(port, first)
             assert (await post(port, body, headers))[0] == 200  # committed, acknowledged
@@ -372,7 +358,7 @@ async def test_sigkill_between_accept_and_handling_is_answered_once_after_restar
         assert [key for key, _status in inbox_rows(tmp_path)] == ["fs:msg:om_crash"]
 
         gate.release = True
-        second = await spawn(config, env, log)
+        second = await spawn_run(config, log, env)
         try:
             await ready(port, second)
             await fake.until(lambda: len(fake.messages) >= 1, timeout=30)

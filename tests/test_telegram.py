@@ -42,7 +42,7 @@ from gateway.context import Context
 from gateway.events import Event, Kind, Target
 from gateway.routing import Router
 from gateway.splitting import utf16_len
-from tests.conftest import TETHER, make_settings, subprocess_env, write_config
+from tests.conftest import TETHER, make_settings, spawn_run, subprocess_env, write_config
 from tests.fakes.telegram_api import BOT_ID, USERNAME, FakeTelegram
 
 SECRET = "s3cret-webhook_token"
@@ -273,20 +273,6 @@ class HandlerGate:
         writer.close()
 
 
-async def spawn_tether(config: Path, env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
-    with log.open("ab") as stderr:
-        return await asyncio.create_subprocess_exec(
-            TETHER,
-            "run",
-            "-c",
-            str(config),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            env=env,
-        )
-
-
 async def test_sigkill_after_fetching_a_batch_restart_answers_it_exactly_once(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
@@ -319,7 +305,7 @@ async def test_sigkill_after_fetching_a_batch_restart_answers_it_exactly_once(
     server = await asyncio.start_unix_server(gate.on_connect, path=str(sock))
     log = tmp_path / "tether.log"
     try:
-        first = await spawn_tether(config, env, log)
+        first = await spawn_run(config, log, env)
         try:
             # One handler per chat lane is now held; the batch is in the store...
             entered = {
@@ -341,7 +327,7 @@ async def test_sigkill_after_fetching_a_batch_restart_answers_it_exactly_once(
 
         killed_at = len(fake.offsets)
         gate.release = True
-        second = await spawn_tether(config, env, log)
+        second = await spawn_run(config, log, env)
         try:
             await fake.wait_for(lambda: len(fake.sent) >= len(batch), timeout=30)
         finally:

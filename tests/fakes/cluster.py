@@ -26,6 +26,7 @@ TETHER = str(Path(sys.executable).with_name("tether"))
 
 
 def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for a subprocess's HTTP server)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
