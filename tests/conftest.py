@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -84,6 +85,21 @@ async def spawn_run(
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
             env=env or subprocess_env(),
         )  # fmt: skip
+
+
+def db_rows(tmp_path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """Query the test's SQLite store directly, as an operator would."""
+    with sqlite3.connect(tmp_path / "tether.db") as db:
+        return list(db.execute(sql, params))
+
+
+def inbox_rows(tmp_path: Path) -> list[tuple[str, str]]:
+    return db_rows(tmp_path, "SELECT key, status FROM inbox ORDER BY seq")
+
+
+def events_named(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """The captured structlog entries of one event name."""
+    return [entry for entry in logs if entry["event"] == name]
 
 
 @asynccontextmanager

@@ -30,7 +30,14 @@ from gateway.app import Gateway, build_adapters
 from gateway.context import Context
 from gateway.events import Event, Kind
 from gateway.routing import Router
-from tests.conftest import TETHER, make_settings, spawn_run, subprocess_env, write_config
+from tests.conftest import (
+    TETHER,
+    events_named,
+    make_settings,
+    spawn_run,
+    subprocess_env,
+    write_config,
+)
 from tests.fakes.discord_api import (
     BOT_USER,
     CHANNEL_ID,
@@ -158,10 +165,6 @@ def replies_to(fake: FakeDiscord, message: dict[str, Any]) -> list[dict[str, Any
 def inbox_keys(tmp_path: Path) -> list[str]:
     with sqlite3.connect(tmp_path / "tether.db") as db:
         return [key for (key,) in db.execute("SELECT key FROM inbox ORDER BY seq")]
-
-
-def named(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [entry for entry in logs if entry["event"] == name]
 
 
 # -- Done when: a guild mention is answered as a reply; a DM is answered ---------------
@@ -344,7 +347,7 @@ async def test_server_messages_need_a_mention_or_a_reply_to_the_bot(
             )
     assert [sent["content"] for sent in fake.sent] == ["and a follow-up", "@Tether via the role"]
     assert inbox_keys(tmp_path) == [f"dc:msg:{reply['id']}", f"dc:msg:{by_role['id']}"]
-    reasons = {e["message_id"]: e["reason"] for e in named(logs, "discord.ignored")}
+    reasons = {e["message_id"]: e["reason"] for e in events_named(logs, "discord.ignored")}
     assert reasons[int(ignored["id"])] == "server message not addressed to the bot"
     assert reasons[int(from_bot["id"])] == "from a bot or webhook"
 
@@ -463,7 +466,7 @@ async def test_a_refused_privileged_intent_is_one_clear_line_and_in_readiness(
             await gateway.stop()
     assert fake.identifies and len(fake.identifies) == 1  # no reconnect loop
     assert fake.identifies[0]["intents"] & MESSAGE_CONTENT
-    (line,) = named(logs, "discord.intents_refused")
+    (line,) = events_named(logs, "discord.intents_refused")
     assert line["log_level"] == "error" and line["intents"] == ["message_content"]
     assert "Privileged Gateway Intents" in line["reason"]
     assert [e for e in logs if e["log_level"] == "error"] == [line]

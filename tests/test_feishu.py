@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -38,6 +37,8 @@ from gateway.events import Event, Kind, OutMessage, Target
 from gateway.routing import Router
 from tests.conftest import (
     ROOT,
+    events_named,
+    inbox_rows,
     make_settings,
     spawn_run,
     subprocess_env,
@@ -156,15 +157,6 @@ async def post_event(
     return status
 
 
-def inbox_rows(tmp_path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(tmp_path / "tether.db") as db:
-        return db.execute("SELECT key, status FROM inbox ORDER BY seq").fetchall()
-
-
-def named(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [entry for entry in logs if entry["event"] == name]
-
-
 # -- Done when: one message_id, three event_ids → answered once ---------------------------
 
 
@@ -277,7 +269,7 @@ async def test_unauthentic_posts_are_refused_and_store_nothing(
             assert await gateway.store.counts() == {"inbox": {}, "outbox": {}}
     assert inbox_rows(tmp_path) == []
     assert fake.messages == []
-    (line,) = named(logs, "feishu.webhook_rejected")
+    (line,) = events_named(logs, "feishu.webhook_rejected")
     assert line["status"] == status and line["reason"].startswith(reason)
 
 
@@ -497,7 +489,7 @@ async def test_groups_answer_mentions_threads_stay_in_their_thread(
             "content": [[{"tag": "md", "text": "**bold** and [a link](https://example.com)"}]],
         }
     }
-    reasons = sorted(line["reason"] for line in named(logs, "feishu.ignored"))
+    reasons = sorted(line["reason"] for line in events_named(logs, "feishu.ignored"))
     assert reasons == ["from a bot"] + ["group message does not mention the bot"] * 2
 
 

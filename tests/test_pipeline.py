@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,12 +11,7 @@ from prometheus_client import REGISTRY
 
 from adapters.loopback import LoopbackAdapter
 from gateway import Context, Fatal, Retryable, Router
-from tests.conftest import TETHER, make_settings, running, subprocess_env, write_config
-
-
-def db_rows(tmp_path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
-    with sqlite3.connect(tmp_path / "tether.db") as db:
-        return list(db.execute(sql, params))
+from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_env, write_config
 
 
 def metric(name: str, **labels: str) -> float:

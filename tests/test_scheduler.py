@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import signal
-import sqlite3
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -36,7 +35,7 @@ from scheduler.cron import Schedule, crontab_weekdays, stamp
 from scheduler.jobs import load_jobs
 from scheduler.ledger import LIST_LIMIT, plan
 from scheduler.runner import Scheduler
-from tests.conftest import TETHER, config_dict, make_settings, subprocess_env, write_config
+from tests.conftest import TETHER, config_dict, db_rows, make_settings, subprocess_env, write_config
 from tests.fakes.cluster import SECRET, Instance, free_port
 from tests.fakes.telegram_api import FakeTelegram
 from tests.plugins import cron_jobs
@@ -76,11 +75,6 @@ async def gateway_at(
 
 def job(id: str = "report", **fields: Any) -> dict[str, Any]:
     return {"id": id, "cron": "0 8 * * *", "deliver": "loopback:1", "text": "good morning"} | fields
-
-
-def db_rows(tmp_path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(tmp_path / "tether.db") as db:
-        return list(db.execute(sql, params))
 
 
 def metric(name: str, **labels: str) -> float:

@@ -42,7 +42,15 @@ from gateway.context import Context
 from gateway.events import Event, Kind, Target
 from gateway.routing import Router
 from gateway.splitting import utf16_len
-from tests.conftest import TETHER, make_settings, spawn_run, subprocess_env, write_config
+from tests.conftest import (
+    TETHER,
+    events_named,
+    inbox_rows,
+    make_settings,
+    spawn_run,
+    subprocess_env,
+    write_config,
+)
 from tests.fakes.telegram_api import BOT_ID, USERNAME, FakeTelegram
 
 SECRET = "s3cret-webhook_token"
@@ -150,15 +158,6 @@ async def post_update(
     data = raw if raw is not None else json.dumps(body).encode()
     async with ClientSession() as session, session.post(url, data=data, headers=headers) as resp:
         return resp.status
-
-
-def inbox_rows(tmp_path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(tmp_path / "tether.db") as db:
-        return db.execute("SELECT key, status FROM inbox ORDER BY seq").fetchall()
-
-
-def events_named(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [entry for entry in logs if entry["event"] == name]
 
 
 # -- Done when: updates are answered -----------------------------------------------------
