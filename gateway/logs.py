@@ -8,8 +8,11 @@ tracebacks — so no code path has to remember to mask.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
 import sys
+import threading
 from collections.abc import Iterable
 from typing import Any, TextIO
 
@@ -83,7 +86,7 @@ def configure(
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, 20)),
-        logger_factory=structlog.WriteLoggerFactory(out),
+        logger_factory=_sink_for(out),
         cache_logger_on_first_use=False,
     )
     # Libraries that use stdlib logging (aiohttp, asyncio) go to the same stream, scrubbed.
@@ -92,6 +95,84 @@ def configure(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(_LEVELS.get(level, 20), logging.INFO))
+
+
+class LineSink:
+    """structlog's output: lines gathered during one event-loop turn, written together.
+
+    A gateway logs four lines per event; writing and flushing each one is a system call
+    that also hands the GIL to the store's writer thread, which together cost more than
+    the event's own work. Lines logged inside a running loop are written once per loop
+    turn (or when 1,000 are waiting); warnings and errors, lines from other threads and
+    lines logged with no loop running are written at once, after those still waiting,
+    so the order holds. A ``kill -9`` loses at most the current turn's lines — the
+    same as being killed a moment earlier.
+    """
+
+    max_waiting = 1000
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._waiting: list[str] = []
+        self._lock = threading.Lock()
+        self._scheduled: asyncio.AbstractEventLoop | None = None
+
+    def msg(self, message: str) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_now(message)
+            return
+        with self._lock:
+            self._waiting.append(message)
+            if len(self._waiting) < self.max_waiting and self._scheduled is loop:
+                return
+        if len(self._waiting) >= self.max_waiting:
+            self.flush()
+        else:
+            self._scheduled = loop
+            loop.call_soon(self.flush)
+
+    def write_now(self, message: str) -> None:
+        with self._lock:
+            self._waiting.append(message)
+        self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._scheduled = None
+            if not self._waiting:
+                return
+            text = "\n".join(self._waiting) + "\n"
+            self._waiting.clear()
+            try:
+                self.out.write(text)
+                self.out.flush()
+            except (ValueError, OSError):  # a closed stream or a full disk: never crash for a log
+                pass
+
+    log = debug = info = msg
+    warn = warning = err = error = critical = exception = fatal = failure = write_now
+
+
+_sink: LineSink | None = None
+
+
+def _sink_for(out: TextIO) -> Any:
+    """The sink every structlog logger writes to; the previous one is emptied first."""
+    global _sink
+    flush()
+    sink = _sink = LineSink(out)
+    return lambda *_args: sink
+
+
+def flush() -> None:
+    """Write every waiting line now (before exit, or a test reading captured output)."""
+    if _sink is not None:
+        _sink.flush()
+
+
+atexit.register(flush)
 
 
 def _json(value: Any, **_kwargs: Any) -> str:

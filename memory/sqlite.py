@@ -2,10 +2,12 @@
 
 Every awaited aiosqlite call is a thread hop (~100 µs here) and a commit costs far more,
 so every write goes through a single writer task that gathers whatever is queued and
-runs it as ONE function on the writer's own thread: one transaction, ``executemany``
-per statement shape, one commit, one hop. Callers still get their own future back,
-resolved only after that commit: durable-before-ack holds for each of them. Reads go
-through aiosqlite on a second connection and see committed state (WAL).
+commits it as ONE transaction: ``executemany`` per statement shape, one commit. The
+statements run on the event loop (pure CPU, a few µs a row); only the waits — for the
+write lock and for the commit — go to the writer's own thread (see :meth:`_commit`).
+Callers still get their own future back, resolved only after that commit:
+durable-before-ack holds for each of them. Reads go through aiosqlite on a second
+connection and see committed state (WAL).
 
 Write ordering inside a batch is by *phase* (accept, begin, step, finish, outbox). A
 write is only ever submitted after the writes it depends on have committed, or sits in
@@ -321,7 +323,7 @@ class SqliteStore(Store):
                 continue
             batch, self._queue = self._queue, _Queue()
             try:
-                results = await self._on_writer(functools.partial(self._commit, batch))
+                results = await self._commit(batch)
             except Exception as exc:
                 futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
                 futures += [w.future for w in batch.writes]
@@ -336,11 +338,19 @@ class SqliteStore(Store):
                 if not write.future.done():
                     write.future.set_result(None)
 
-    def _commit(self, batch: _Queue) -> list[list[InboxRow | None]]:
-        """One group commit, on the writer thread: every queued write in ONE transaction."""
+    async def _commit(self, batch: _Queue) -> list[list[InboxRow | None]]:
+        """One group commit: every queued write in ONE transaction.
+
+        The waits run on the writer thread: ``BEGIN IMMEDIATE`` may wait for another
+        process's write lock (a ``tether`` CLI call), and ``COMMIT`` writes the WAL and
+        sometimes checkpoints it. The statements in between run here, on the loop: they
+        are pure CPU (a few µs per row), and on a thread each row's step would hand the
+        GIL to the busy loop and wait a switch interval to get it back — measured, that
+        made the writer spend three times its CPU time waiting.
+        """
         db = self._writer
         assert db is not None
-        db.execute("BEGIN IMMEDIATE")
+        await self._on_writer(functools.partial(db.execute, "BEGIN IMMEDIATE"))
         try:
             results = self._insert_accepts(db, batch.accepts) if batch.accepts else []
             groups: dict[tuple[int, str], list[Sequence[Any]]] = {}
@@ -349,10 +359,10 @@ class SqliteStore(Store):
                     groups.setdefault((write.phase, sql), []).append(params)
             for (_phase, sql), rows in groups.items():
                 db.executemany(sql, rows)
-            db.execute("COMMIT")
+            await self._on_writer(functools.partial(db.execute, "COMMIT"))
         except BaseException:
             with contextlib.suppress(Exception):  # the original error is what matters
-                db.execute("ROLLBACK")
+                await self._on_writer(functools.partial(db.execute, "ROLLBACK"))
             raise
         return results
 

@@ -244,6 +244,27 @@ async def test_sqlite_schema_survives_reopen(tmp_path: Path) -> None:
         await second.close()
 
 
+async def test_sqlite_waits_for_another_writer_without_blocking_the_loop(tmp_path: Path) -> None:
+    """A ``tether`` CLI call holding the write lock delays commits, not the event loop."""
+    path = str(tmp_path / "locked.db")
+    store = SqliteStore(path)
+    await store.open()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # what another process's write transaction holds
+        accepting = asyncio.create_task(store.accept([(event("k"), "c1")]))
+        ticks = 0
+        while ticks < 20:  # the loop keeps turning while the commit waits for the lock
+            await asyncio.sleep(0.005)
+            ticks += 1
+        assert not accepting.done()
+        other.execute("COMMIT")
+        assert [row.key for row in await accepting if row] == ["k"]
+    finally:
+        other.close()
+        await store.close()
+
+
 # -- conversation memory ------------------------------------------------------------------
 
 
