@@ -3,11 +3,12 @@
 Every awaited aiosqlite call is a thread hop (~100 µs here) and a commit costs far more,
 so every write goes through a single writer task that gathers whatever is queued and
 commits it as ONE transaction: ``executemany`` per statement shape, one commit. The
-statements run on the event loop (pure CPU, a few µs a row); only the waits — for the
-write lock and for the commit — go to the writer's own thread (see :meth:`_commit`).
-Callers still get their own future back, resolved only after that commit:
-durable-before-ack holds for each of them. Reads go through aiosqlite on a second
-connection and see committed state (WAL).
+batch runs on the event loop itself (a few µs a row; see :meth:`_commit` for why not
+on a thread); only what can wait long goes to the writer's thread: a write lock held by
+another process, the fsync of ``synchronous: full``, and WAL checkpoints. Callers
+still get their own future back, resolved only after that commit: durable-before-ack
+holds for each of them. Reads go through aiosqlite on a second connection and see
+committed state (WAL).
 
 Write ordering inside a batch is by *phase* (accept, begin, step, finish, outbox). A
 write is only ever submitted after the writes it depends on have committed, or sits in
@@ -62,6 +63,9 @@ ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
 log = structlog.get_logger("tether.sqlite")
 T = TypeVar("T")
 _MAX_KEYS_PER_QUERY = 500
+#: Rows committed between two WAL checkpoints (SQLite's own default is ~1,000 pages).
+CHECKPOINT_ROWS = 4000
+_BUSY_TIMEOUT_MS = 10_000
 
 MIGRATIONS: list[str] = [
     # 1: the core pipeline
@@ -241,6 +245,11 @@ class SqliteStore(Store):
         self._writer: sqlite3.Connection | None = None
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
         self._reader: aiosqlite.Connection | None = None
+        # fsync at every commit (full) is a wait the loop must not sit through.
+        self._commit_off_loop = self.synchronous in ("FULL", "EXTRA")
+        self._checkpointer: sqlite3.Connection | None = None
+        self._checkpoint: asyncio.Future[None] | None = None
+        self._rows_since_checkpoint = 0
         self._queue = _Queue()
         self._posted: set[asyncio.Future[None]] = set()
         self._wake = asyncio.Event()
@@ -250,7 +259,8 @@ class SqliteStore(Store):
     # -- lifecycle ------------------------------------------------------------------
 
     async def open(self) -> None:
-        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+        # Two threads: the writer connection's waits, and checkpoints beside them.
+        self._thread = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="sqlite-writer")
         self._writer = await self._on_writer(self._connect_writer)
         await self._on_writer(self._migrate)
         self._reader = await aiosqlite.connect(self._uri or self.path, uri=bool(self._uri))
@@ -269,13 +279,17 @@ class SqliteStore(Store):
         )  # fmt: skip
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self.synchronous}")
-        db.execute("PRAGMA busy_timeout=10000")
+        # The loop never sleeps in SQLite's busy handler: a lock held by another process
+        # fails at once and is waited for on the thread (:meth:`_begin`).
+        db.execute("PRAGMA busy_timeout=0")
+        # Checkpoints run beside the writer (:meth:`_checkpoint_soon`), not in its COMMIT.
+        db.execute("PRAGMA wal_autocheckpoint=0")
         return db
 
     def _migrate(self) -> None:
         db = self._writer
         assert db is not None
-        db.execute("BEGIN IMMEDIATE")
+        self._begin_waiting()
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > len(MIGRATIONS):
@@ -301,6 +315,12 @@ class SqliteStore(Store):
         if self._reader:
             await self._reader.close()
             self._reader = None
+        if self._checkpoint:
+            await asyncio.gather(self._checkpoint, return_exceptions=True)
+            self._checkpoint = None
+        if self._checkpointer:
+            await self._on_writer(self._checkpointer.close)
+            self._checkpointer = None
         if self._writer:
             await self._on_writer(self._writer.close)
             self._writer = None
@@ -339,18 +359,18 @@ class SqliteStore(Store):
                     write.future.set_result(None)
 
     async def _commit(self, batch: _Queue) -> list[list[InboxRow | None]]:
-        """One group commit: every queued write in ONE transaction.
+        """One group commit: every queued write in ONE transaction, run on the loop.
 
-        The waits run on the writer thread: ``BEGIN IMMEDIATE`` may wait for another
-        process's write lock (a ``tether`` CLI call), and ``COMMIT`` writes the WAL and
-        sometimes checkpoints it. The statements in between run here, on the loop: they
-        are pure CPU (a few µs per row), and on a thread each row's step would hand the
-        GIL to the busy loop and wait a switch interval to get it back — measured, that
-        made the writer spend three times its CPU time waiting.
+        On a thread, each row's ``sqlite3_step`` releases the GIL and must win it back
+        from the busy loop, waiting up to a switch interval each time: measured, the
+        writer spent three times its CPU time waiting and the loop paid for the
+        hand-offs too. Here the statements cost only their CPU (a few µs a row), and
+        the waits that can be long go to the thread: :meth:`_begin` when another
+        process holds the write lock, COMMIT when it means an fsync, checkpoints.
         """
         db = self._writer
         assert db is not None
-        await self._on_writer(functools.partial(db.execute, "BEGIN IMMEDIATE"))
+        await self._begin(db)
         try:
             results = self._insert_accepts(db, batch.accepts) if batch.accepts else []
             groups: dict[tuple[int, str], list[Sequence[Any]]] = {}
@@ -359,12 +379,57 @@ class SqliteStore(Store):
                     groups.setdefault((write.phase, sql), []).append(params)
             for (_phase, sql), rows in groups.items():
                 db.executemany(sql, rows)
-            await self._on_writer(functools.partial(db.execute, "COMMIT"))
+            if self._commit_off_loop:
+                await self._on_writer(functools.partial(db.execute, "COMMIT"))
+            else:
+                db.execute("COMMIT")  # WAL, synchronous=normal: an append, no fsync
         except BaseException:
             with contextlib.suppress(Exception):  # the original error is what matters
-                await self._on_writer(functools.partial(db.execute, "ROLLBACK"))
+                db.execute("ROLLBACK")
             raise
+        self._rows_since_checkpoint += sum(map(len, groups.values())) + len(batch.accepts)
+        self._checkpoint_soon()
         return results
+
+    async def _begin(self, db: sqlite3.Connection) -> None:
+        """Take the write lock: at once if it is free, else wait for it on the thread."""
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                raise
+            await self._on_writer(self._begin_waiting)
+
+    def _begin_waiting(self) -> None:
+        db = self._writer
+        assert db is not None
+        db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        finally:
+            db.execute("PRAGMA busy_timeout=0")
+
+    def _checkpoint_soon(self) -> None:
+        """Copy the WAL into the database on the thread, without stopping commits."""
+        if self._uri or self._rows_since_checkpoint < CHECKPOINT_ROWS or self._checkpoint:
+            return
+        self._rows_since_checkpoint = 0
+        self._checkpoint = asyncio.ensure_future(self._on_writer(self._run_checkpoint))
+        self._checkpoint.add_done_callback(self._checkpoint_done)
+
+    def _run_checkpoint(self) -> None:
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False
+            )
+        # PASSIVE never waits for readers or the writer; what it cannot copy now, the
+        # next checkpoint copies.
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _checkpoint_done(self, future: asyncio.Future[None]) -> None:
+        self._checkpoint = None
+        if not future.cancelled() and (exc := future.exception()) is not None:
+            log.warning("store.checkpoint_failed", error=f"{type(exc).__name__}: {exc}")
 
     def _insert_accepts(
         self, db: sqlite3.Connection, accepts: list[_Accept]

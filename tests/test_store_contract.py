@@ -265,6 +265,40 @@ async def test_sqlite_waits_for_another_writer_without_blocking_the_loop(tmp_pat
         await store.close()
 
 
+async def test_sqlite_checkpoints_the_wal_beside_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's COMMIT never checkpoints; the store copies the WAL in on its thread."""
+    import memory.sqlite
+
+    monkeypatch.setattr(memory.sqlite, "CHECKPOINT_ROWS", 200)
+    path = tmp_path / "wal.db"
+    store = SqliteStore(str(path))
+    await store.open()
+    try:
+        empty = path.stat().st_size
+        for n in range(100):
+            await store.accept([(event(f"k{n}", "x" * 2000), "c1")])
+            await store.checkpoint(f"k{n}", [out(f"k{n}#0")], [said("hi")])
+        while store._checkpoint is not None:  # the last one started may still run
+            await asyncio.shield(store._checkpoint)
+        assert path.stat().st_size > empty + 100 * 2000  # the rows reached the main file
+    finally:
+        await store.close()
+
+
+async def test_sqlite_full_synchronous_commits_the_same(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "full.db"), synchronous="full")
+    await store.open()
+    try:
+        await store.accept([(event("k"), "c1")])
+        await store.checkpoint("k", [out("k#0")], [said("hi")])
+        assert (await store.inbox_row("k")).status == "done"  # type: ignore[union-attr]
+        assert [r.key for r in await store.unsent()] == ["k#0"]
+    finally:
+        await store.close()
+
+
 # -- conversation memory ------------------------------------------------------------------
 
 
