@@ -251,6 +251,8 @@ class SqliteStore(Store):
         self._checkpoint: asyncio.Future[None] | None = None
         self._rows_since_checkpoint = 0
         self._queue = _Queue()
+        #: Events whose 'running' mark still waits in the queue (see :meth:`_absorb_begin`).
+        self._begun: dict[str, _Write] = {}
         self._posted: set[asyncio.Future[None]] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -342,6 +344,7 @@ class SqliteStore(Store):
                 await self._wake.wait()
                 continue
             batch, self._queue = self._queue, _Queue()
+            self._begun.clear()
             try:
                 results = await self._commit(batch)
             except Exception as exc:
@@ -482,9 +485,9 @@ class SqliteStore(Store):
 
     async def _write(self, phase: int, *statements: tuple[str, Sequence[Any]]) -> None:
         """Queue statements for the next group commit and wait until it has committed."""
-        await self._enqueue(phase, statements)
+        await self._enqueue(phase, statements).future
 
-    def _post(self, phase: int, *statements: tuple[str, Sequence[Any]]) -> None:
+    def _post(self, phase: int, *statements: tuple[str, Sequence[Any]]) -> _Write:
         """Queue statements for the next group commit without waiting for it.
 
         For writes that need not be durable before the caller goes on: the writer keeps
@@ -492,19 +495,19 @@ class SqliteStore(Store):
         leaves the row as it was, which recovery already handles. Reads wait for them,
         so this store still reads its own writes.
         """
-        future = self._enqueue(phase, statements)
-        future.add_done_callback(_log_failure)
-        self._posted.add(future)
-        future.add_done_callback(self._posted.discard)
+        write = self._enqueue(phase, statements)
+        write.future.add_done_callback(_log_failure)
+        self._posted.add(write.future)
+        write.future.add_done_callback(self._posted.discard)
+        return write
 
-    def _enqueue(
-        self, phase: int, statements: Sequence[tuple[str, Sequence[Any]]]
-    ) -> asyncio.Future[None]:
+    def _enqueue(self, phase: int, statements: Sequence[tuple[str, Sequence[Any]]]) -> _Write:
         self._check_open()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.writes.append(_Write(phase, list(statements), future))
+        write = _Write(phase, list(statements), future)
+        self._queue.writes.append(write)
         self._wake.set()
-        return future
+        return write
 
     def _check_open(self) -> None:
         if self._task is None or self._closing:
@@ -573,13 +576,25 @@ class SqliteStore(Store):
         # leaves the row 'received' with one attempt fewer, which recovery runs anyway.
         row.attempts += 1
         row.status = "running"
-        self._post(
+        self._begun[row.key] = self._post(
             BEGIN,
             (
                 "UPDATE inbox SET status = 'running', attempts = ?, updated = ? WHERE key = ?",
                 (row.attempts, time.time(), row.key),
             ),
         )
+
+    def _absorb_begin(self, key: str) -> int | None:
+        """The attempt number of ``key``'s 'running' mark, if that mark has not reached
+        the writer yet: then it is dropped, and the finishing write sets the attempts
+        instead. A quick handler finishes within the batch that would have marked it
+        running; that row is one of eight an event writes."""
+        write = self._begun.pop(key, None)
+        if write is None:
+            return None
+        (_sql, (attempts, _updated, _key)), *_ = write.statements
+        write.statements.clear()
+        return int(attempts)
 
     async def checkpoint(
         self,
@@ -591,9 +606,9 @@ class SqliteStore(Store):
         now = time.time()
         statements: list[tuple[str, Sequence[Any]]] = [
             (
-                "UPDATE inbox SET status = 'done', error = NULL, retry_at = NULL, updated = ?"
-                " WHERE key = ?",
-                (now, key),
+                "UPDATE inbox SET status = 'done', attempts = coalesce(?, attempts),"
+                " error = NULL, retry_at = NULL, updated = ? WHERE key = ?",
+                (self._absorb_begin(key), now, key),
             )
         ]
         rows: list[OutboxRow] = []

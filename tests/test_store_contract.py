@@ -299,6 +299,28 @@ async def test_sqlite_full_synchronous_commits_the_same(tmp_path: Path) -> None:
         await store.close()
 
 
+async def test_sqlite_a_quick_event_skips_its_running_row_and_keeps_its_attempts(
+    tmp_path: Path,
+) -> None:
+    """begin + checkpoint in one batch write 'done' with the attempts, no 'running' row."""
+    store = SqliteStore(str(tmp_path / "quick.db"))
+    await store.open()
+    executed: list[str] = []
+    try:
+        [row] = await store.accept([(event("k"), "c1")])
+        assert row is not None
+        await store.begin(row)
+        await store.retry_later("k", time.time(), "once more")
+        store._writer.set_trace_callback(executed.append)  # type: ignore[union-attr]
+        await store.begin(row)  # attempt 2, finished before the writer ran
+        await store.checkpoint("k", [], [])
+        done = await store.inbox_row("k")
+        assert done is not None and (done.status, done.attempts) == ("done", 2)
+        assert not [sql for sql in executed if "'running'" in sql]
+    finally:
+        await store.close()
+
+
 # -- conversation memory ------------------------------------------------------------------
 
 
