@@ -49,7 +49,7 @@ class Inbox:
                 metrics.DUPLICATES.labels(event.platform).inc()
                 log.info("event.duplicate", key=event.key, conversation=conversation)
             else:
-                metrics.EVENTS.labels(event.platform, "received").inc()
+                metrics.labelled(metrics.EVENTS, event.platform, "received").inc()
                 log.info(
                     "event.received",
                     key=event.key,

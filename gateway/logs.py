@@ -13,6 +13,7 @@ import atexit
 import logging
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
@@ -75,7 +76,7 @@ def configure(
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _timestamp,
         structlog.processors.format_exc_info,
         redactor,
     ]
@@ -173,6 +174,20 @@ def flush() -> None:
 
 
 atexit.register(flush)
+
+
+_second: tuple[int, str] = (-1, "")
+
+
+def _timestamp(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
+    """ISO 8601 UTC with microseconds, as structlog's ``TimeStamper(fmt="iso", utc=True)``
+    writes it, at a third of its cost: the date and time of day change once a second."""
+    global _second
+    second, micro = divmod(round(time.time() * 1_000_000), 1_000_000)
+    if second != _second[0]:
+        _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    event_dict["timestamp"] = f"{_second[1]}.{micro:06d}Z"
+    return event_dict
 
 
 def _json(value: Any, **_kwargs: Any) -> str:

@@ -5,7 +5,13 @@ Kept in one module so that ``/metrics`` and a newcomer find them all in one plac
 
 from __future__ import annotations
 
+import functools
+from typing import TypeVar
+
 from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+M = TypeVar("M", bound=MetricWrapperBase)
 
 EVENTS = Counter("tether_events_total", "Inbound events by transition", ["platform", "status"])
 DUPLICATES = Counter(
@@ -32,3 +38,10 @@ HANDLER_SECONDS = Histogram(
     "Handler run time",
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60),
 )
+
+
+@functools.cache
+def labelled(metric: M, *values: str) -> M:
+    """``metric.labels(*values)``, remembered: the pipeline moves a few series per event,
+    and prometheus_client checks and locks on every ``labels`` call."""
+    return metric.labels(*values)

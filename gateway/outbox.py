@@ -178,7 +178,7 @@ class Outbox:
         # Not waited for: a crash before it commits leaves the row 'sending', which the
         # restart treats as ambiguous; the send itself already happened.
         await self.store.mark_outbox(row.key, "sent", platform_id=sent.platform_id, durable=False)
-        metrics.OUTBOX.labels(row.platform, "sent").inc()
+        metrics.labelled(metrics.OUTBOX, row.platform, "sent").inc()
         olog.info(
             "outbox.sent",
             platform_id=sent.platform_id,

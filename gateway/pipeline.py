@@ -66,7 +66,7 @@ class Pipeline:
         event = row.event
         elog = log.bind(key=row.key, conversation=row.conversation, attempt=row.attempts)
         elog.info("event.started", platform=event.platform, kind=event.kind.value)
-        metrics.EVENTS.labels(event.platform, "started").inc()
+        metrics.labelled(metrics.EVENTS, event.platform, "started").inc()
         ctx = Context(
             event, row.conversation, row.attempts, self.store, elog, self._platforms, self.llm
         )
@@ -99,7 +99,7 @@ class Pipeline:
             return await self._retry(row, exc, elog, started)
         duration = time.monotonic() - started
         metrics.HANDLER_SECONDS.observe(duration)
-        metrics.EVENTS.labels(event.platform, "done").inc()
+        metrics.labelled(metrics.EVENTS, event.platform, "done").inc()
         elog.info(
             "event.done",
             route=route_name,

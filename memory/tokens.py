@@ -128,7 +128,7 @@ def count(text: str, name: str = DEFAULT_ENCODING) -> int:
         return 0
     if len(text) <= _CACHED_TEXT:
         return _count_short(text, name)
-    return len(encoding(name).encode(text, disallowed_special=()))
+    return len(encoding(name).encode_ordinary(text))
 
 
 #: Short texts recur (an echoed turn, "/help", "thanks"): remember their counts.
@@ -137,7 +137,7 @@ _CACHED_TEXT = 256
 
 @functools.lru_cache(maxsize=4096)
 def _count_short(text: str, name: str) -> int:
-    return len(encoding(name).encode(text, disallowed_special=()))
+    return len(encoding(name).encode_ordinary(text))
 
 
 def count_message(text: str, name: str = DEFAULT_ENCODING) -> int:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 
+import pytest
 import structlog
 
 from gateway import logs
@@ -78,3 +79,16 @@ loop.run_forever()
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     assert [json.loads(line)["event"] for line in done.stderr.splitlines()] == ["last.words"]
+
+
+def test_timestamps_are_iso_utc_with_microseconds_across_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = iter([1_800_000_000.25, 1_800_000_000.5, 1_800_000_001.000042])
+    monkeypatch.setattr(logs.time, "time", lambda: next(clock))
+    stamps = [logs._timestamp(None, "info", {})["timestamp"] for _ in range(3)]
+    assert stamps == [
+        "2027-01-15T08:00:00.250000Z",
+        "2027-01-15T08:00:00.500000Z",
+        "2027-01-15T08:00:01.000042Z",
+    ]
