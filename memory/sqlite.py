@@ -1,14 +1,12 @@
-"""The embedded store: SQLite in WAL mode, one writer with group commit.
+"""The embedded store: SQLite in WAL mode, one writer process with group commit.
 
-Every awaited aiosqlite call is a thread hop (~100 µs here) and a commit costs far more,
-so every write goes through a single writer task that gathers whatever is queued and
-commits it as ONE transaction: ``executemany`` per statement shape, one commit. The
-batch runs on the event loop itself (a few µs a row; see :meth:`_commit` for why not
-on a thread); only what can wait long goes to the writer's thread: a write lock held by
-another process, the fsync of ``synchronous: full``, and WAL checkpoints. Callers
-still get their own future back, resolved only after that commit: durable-before-ack
-holds for each of them. Reads go through aiosqlite on a second connection and see
-committed state (WAL).
+Every write goes through a single writer task that gathers whatever is queued and sends
+it, as ONE message, to a child process (:mod:`memory.sqlite_writer`) that commits it as
+ONE transaction: ``executemany`` per statement shape, one commit. The process keeps the
+SQL off the event loop and on the machine's other core, where a thread could not (see
+that module for why). Callers still get their own future back, resolved only after that
+commit: durable-before-ack holds for each of them. Reads go through aiosqlite on a
+connection of this process and see committed state (WAL).
 
 Write ordering inside a batch is by *phase* (accept, begin, step, finish, outbox). A
 write is only ever submitted after the writes it depends on have committed, or sits in
@@ -19,20 +17,25 @@ dependent writes.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import functools
 import json
+import pickle
+import shutil
 import sqlite3
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 import structlog
 
 from gateway.events import Event, OutMessage
+from memory import sqlite_writer
 from memory.rows import (
     MAX_ID,
     PAIRING_COLUMNS,
@@ -62,10 +65,10 @@ from memory.store import (
 ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
 log = structlog.get_logger("tether.sqlite")
 T = TypeVar("T")
-_MAX_KEYS_PER_QUERY = 500
-#: Rows committed between two WAL checkpoints (SQLite's own default is ~1,000 pages).
-CHECKPOINT_ROWS = 4000
-_BUSY_TIMEOUT_MS = 10_000
+#: How long ``close`` waits for the writer process to finish before killing it.
+_WRITER_EXIT_S = 10.0
+#: Batches at the writer at once: the next one gathers while the last one commits.
+IN_FLIGHT = 4
 
 MIGRATIONS: list[str] = [
     # 1: the core pipeline
@@ -238,18 +241,16 @@ class SqliteStore(Store):
     def __init__(self, path: str, *, synchronous: str = "normal") -> None:
         self.path = path
         self.synchronous = synchronous.upper()
-        # The shared-cache URI lets the reader see an in-memory database too.
-        self._uri = (
-            f"file:tether-{id(self)}?mode=memory&cache=shared" if path == ":memory:" else None
-        )
-        self._writer: sqlite3.Connection | None = None
-        self._thread: concurrent.futures.ThreadPoolExecutor | None = None
+        #: The database file; for ``:memory:`` a temporary one, removed at close (the
+        #: writer is another process, which cannot share an in-memory database).
+        self._file = path
+        self._scratch: str | None = None
+        self._writer: asyncio.subprocess.Process | None = None
+        self._replies: asyncio.Task[None] | None = None
+        #: Batches sent to the writer and not answered yet, oldest first.
+        self._inflight: deque[_Queue] = deque()
+        self._room = asyncio.Semaphore(IN_FLIGHT)
         self._reader: aiosqlite.Connection | None = None
-        # fsync at every commit (full) is a wait the loop must not sit through.
-        self._commit_off_loop = self.synchronous in ("FULL", "EXTRA")
-        self._checkpointer: sqlite3.Connection | None = None
-        self._checkpoint: asyncio.Future[None] | None = None
-        self._rows_since_checkpoint = 0
         self._queue = _Queue()
         #: Events whose 'running' mark still waits in the queue (see :meth:`_absorb_begin`).
         self._begun: dict[str, _Write] = {}
@@ -261,52 +262,67 @@ class SqliteStore(Store):
     # -- lifecycle ------------------------------------------------------------------
 
     async def open(self) -> None:
-        # Two threads: the writer connection's waits, and checkpoints beside them.
-        self._thread = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="sqlite-writer")
-        self._writer = await self._on_writer(self._connect_writer)
-        await self._on_writer(self._migrate)
-        self._reader = await aiosqlite.connect(self._uri or self.path, uri=bool(self._uri))
+        if self.path == ":memory:":
+            self._scratch = tempfile.mkdtemp(prefix="tether-")
+            self._file = str(Path(self._scratch) / "store.db")
+        await asyncio.to_thread(self._migrate)
+        await self._start_writer()
+        self._reader = await aiosqlite.connect(self._file)
         await self._reader.execute("PRAGMA busy_timeout=10000")
         self._closing = False
         self._task = asyncio.create_task(self._write_loop(), name="sqlite-writer")
 
-    async def _on_writer(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on the writer's own thread: one hop, however many statements."""
-        return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
-
-    def _connect_writer(self) -> sqlite3.Connection:
-        db = sqlite3.connect(
-            self._uri or self.path, uri=bool(self._uri), isolation_level=None,
-            check_same_thread=False,
-        )  # fmt: skip
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute(f"PRAGMA synchronous={self.synchronous}")
-        # The loop never sleeps in SQLite's busy handler: a lock held by another process
-        # fails at once and is waited for on the thread (:meth:`_begin`).
-        db.execute("PRAGMA busy_timeout=0")
-        # Checkpoints run beside the writer (:meth:`_checkpoint_soon`), not in its COMMIT.
-        db.execute("PRAGMA wal_autocheckpoint=0")
-        return db
-
     def _migrate(self) -> None:
-        db = self._writer
-        assert db is not None
-        self._begin_waiting()
+        db = sqlite_writer.connect(self._file, self.synchronous)
         try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > len(MIGRATIONS):
-                raise RuntimeError(
-                    f"{self.path}: schema version {version} is newer than this Tether "
-                    f"({len(MIGRATIONS)}); upgrade Tether"
-                )
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for statement in _statements(script):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version={number}")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if version > len(MIGRATIONS):
+                    raise RuntimeError(
+                        f"{self.path}: schema version {version} is newer than this Tether "
+                        f"({len(MIGRATIONS)}); upgrade Tether"
+                    )
+                for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                    for statement in _statements(script):
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version={number}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        finally:
+            db.close()
+
+    async def _start_writer(self) -> asyncio.subprocess.Process:
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-S", sqlite_writer.__file__, self._file, self.synchronous,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            ready = await _read_reply(writer)
+        except asyncio.IncompleteReadError:
+            code = await writer.wait()  # its traceback went to our stderr
+            raise RuntimeError(f"the SQLite writer for {self.path} failed ({code})") from None
+        assert ready == (True, sqlite_writer.READY), ready
+        self._writer = writer
+        self._replies = asyncio.create_task(self._read_replies(writer), name="sqlite-replies")
+        return writer
+
+    async def _stop_writer(self) -> None:
+        """EOF to the writer: it answers what it was sent, then exits."""
+        writer, replies = self._writer, self._replies
+        if writer is None:
+            return
+        assert writer.stdin is not None
+        writer.stdin.close()
+        try:
+            await asyncio.wait_for(writer.wait(), _WRITER_EXIT_S)
+        except TimeoutError:
+            writer.kill()
+        if replies:
+            await replies
+        self._writer = self._replies = None
 
     async def close(self) -> None:
         if self._task:
@@ -314,21 +330,13 @@ class SqliteStore(Store):
             self._wake.set()
             await self._task
             self._task = None
+        await self._stop_writer()
         if self._reader:
             await self._reader.close()
             self._reader = None
-        if self._checkpoint:
-            await asyncio.gather(self._checkpoint, return_exceptions=True)
-            self._checkpoint = None
-        if self._checkpointer:
-            await self._on_writer(self._checkpointer.close)
-            self._checkpointer = None
-        if self._writer:
-            await self._on_writer(self._writer.close)
-            self._writer = None
-        if self._thread:
-            self._thread.shutdown()
-            self._thread = None
+        if self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     async def ping(self) -> None:
         await self._read("SELECT 1")
@@ -343,140 +351,66 @@ class SqliteStore(Store):
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            await self._room.acquire()
             batch, self._queue = self._queue, _Queue()
             self._begun.clear()
             try:
-                results = await self._commit(batch)
+                await self._send(batch)
             except Exception as exc:
-                futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
-                futures += [w.future for w in batch.writes]
-                for future in futures:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for accept, accepted in zip(batch.accepts, results, strict=True):
-                if not accept.future.done():
-                    accept.future.set_result(accepted)
-            for write in batch.writes:
-                if not write.future.done():
-                    write.future.set_result(None)
+                self._room.release()
+                _settle(batch, exc)
 
-    async def _commit(self, batch: _Queue) -> list[list[InboxRow | None]]:
-        """One group commit: every queued write in ONE transaction, run on the loop.
-
-        On a thread, each row's ``sqlite3_step`` releases the GIL and must win it back
-        from the busy loop, waiting up to a switch interval each time: measured, the
-        writer spent three times its CPU time waiting and the loop paid for the
-        hand-offs too. Here the statements cost only their CPU (a few µs a row), and
-        the waits that can be long go to the thread: :meth:`_begin` when another
-        process holds the write lock, COMMIT when it means an fsync, checkpoints.
-        """
-        db = self._writer
-        assert db is not None
-        await self._begin(db)
+    async def _send(self, batch: _Queue) -> None:
+        """Hand a batch to the writer process: its statements grouped by (phase, SQL), so
+        the writer runs one ``executemany`` per shape, in phase order."""
+        groups: dict[tuple[int, str], list[Sequence[Any]]] = {}
+        for write in sorted(batch.writes, key=lambda w: w.phase):
+            for sql, params in write.statements:
+                groups.setdefault((write.phase, sql), []).append(params)
+        accepts = [
+            ([(event.key, conversation, payload) for event, conversation, payload in a.items],
+             a.cursors)
+            for a in batch.accepts
+        ]  # fmt: skip
+        data = sqlite_writer.frame((accepts, [(sql, rows) for (_, sql), rows in groups.items()]))
+        writer = self._writer
+        if writer is None or writer.returncode is not None:
+            writer = await self._start_writer()
+        assert writer.stdin is not None
+        self._inflight.append(batch)
+        writer.stdin.write(data)
         try:
-            results = self._insert_accepts(db, batch.accepts) if batch.accepts else []
-            groups: dict[tuple[int, str], list[Sequence[Any]]] = {}
-            for write in sorted(batch.writes, key=lambda w: w.phase):
-                for sql, params in write.statements:
-                    groups.setdefault((write.phase, sql), []).append(params)
-            for (_phase, sql), rows in groups.items():
-                db.executemany(sql, rows)
-            if self._commit_off_loop:
-                await self._on_writer(functools.partial(db.execute, "COMMIT"))
-            else:
-                db.execute("COMMIT")  # WAL, synchronous=normal: an append, no fsync
-        except BaseException:
-            with contextlib.suppress(Exception):  # the original error is what matters
-                db.execute("ROLLBACK")
-            raise
-        self._rows_since_checkpoint += sum(map(len, groups.values())) + len(batch.accepts)
-        self._checkpoint_soon()
-        return results
+            await writer.stdin.drain()
+        except OSError:
+            # The writer is gone; its reply reader fails everything in flight, this too.
+            with contextlib.suppress(ProcessLookupError):
+                writer.kill()
 
-    async def _begin(self, db: sqlite3.Connection) -> None:
-        """Take the write lock: at once if it is free, else wait for it on the thread."""
+    async def _read_replies(self, writer: asyncio.subprocess.Process) -> None:
+        """Settle each batch as the writer answers it, in the order they were sent."""
         try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
-                raise
-            await self._on_writer(self._begin_waiting)
-
-    def _begin_waiting(self) -> None:
-        db = self._writer
-        assert db is not None
-        db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-        try:
-            db.execute("BEGIN IMMEDIATE")
-        finally:
-            db.execute("PRAGMA busy_timeout=0")
-
-    def _checkpoint_soon(self) -> None:
-        """Copy the WAL into the database on the thread, without stopping commits."""
-        if self._uri or self._rows_since_checkpoint < CHECKPOINT_ROWS or self._checkpoint:
-            return
-        self._rows_since_checkpoint = 0
-        self._checkpoint = asyncio.ensure_future(self._on_writer(self._run_checkpoint))
-        self._checkpoint.add_done_callback(self._checkpoint_done)
-
-    def _run_checkpoint(self) -> None:
-        if self._checkpointer is None:
-            self._checkpointer = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False
-            )
-        # PASSIVE never waits for readers or the writer; what it cannot copy now, the
-        # next checkpoint copies.
-        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
-
-    def _checkpoint_done(self, future: asyncio.Future[None]) -> None:
-        self._checkpoint = None
-        if not future.cancelled() and (exc := future.exception()) is not None:
-            log.warning("store.checkpoint_failed", error=f"{type(exc).__name__}: {exc}")
-
-    def _insert_accepts(
-        self, db: sqlite3.Connection, accepts: list[_Accept]
-    ) -> list[list[InboxRow | None]]:
-        keys = [item[0].key for accept in accepts for item in accept.items]
-        known: set[str] = set()
-        for start in range(0, len(keys), _MAX_KEYS_PER_QUERY):
-            chunk = keys[start : start + _MAX_KEYS_PER_QUERY]
-            marks = ",".join("?" * len(chunk))
-            rows = db.execute(f"SELECT key FROM inbox WHERE key IN ({marks})", chunk)
-            known.update(key for (key,) in rows)
-        seq = db.execute("SELECT coalesce(max(seq), 0) FROM inbox").fetchone()[0]
-        now = time.time()
-        inserts: list[tuple[Any, ...]] = []
-        cursors: dict[str, str] = {}
-        results: list[list[InboxRow | None]] = []
-        for accept in accepts:
-            rows_out: list[InboxRow | None] = []
-            for event, conversation, payload in accept.items:
-                if event.key in known:
-                    rows_out.append(None)
+            while True:
+                ok, result = await _read_reply(writer)
+                batch = self._inflight.popleft()
+                self._room.release()
+                if not ok:
+                    _settle(batch, result)
                     continue
-                known.add(event.key)
-                seq += 1
-                inserts.append((seq, event.key, conversation, payload, now, now))
-                rows_out.append(
-                    InboxRow(seq=seq, key=event.key, conversation=conversation, event=event)
-                )
-            results.append(rows_out)
-            cursors.update(accept.cursors)
-        if inserts:
-            db.executemany(
-                "INSERT INTO inbox (seq, key, conversation, payload, status, created, updated)"
-                " VALUES (?, ?, ?, ?, 'received', ?, ?)",
-                inserts,
-            )
-        if cursors:
-            db.executemany(
-                "INSERT INTO cursors (name, value, updated) VALUES (?, ?, ?)"
-                " ON CONFLICT (name) DO UPDATE"
-                " SET value = excluded.value, updated = excluded.updated",
-                [(name, value, now) for name, value in cursors.items()],
-            )
-        return results
+                for accept, seqs in zip(batch.accepts, result, strict=True):
+                    accept.future.set_result(_accepted(accept, seqs))
+                _settle(batch, None)
+        except (asyncio.IncompleteReadError, OSError):
+            pass  # EOF: the writer exited, after a close or on its own
+        if self._writer is writer:
+            self._writer = None
+        code = await writer.wait()
+        if self._inflight:
+            log.error("store.writer_exited", path=self.path, code=code)
+            # Not known to be committed: callers retry, and every write is idempotent.
+            error = RuntimeError(f"the SQLite writer process for {self.path} exited ({code})")
+            while self._inflight:
+                self._room.release()
+                _settle(self._inflight.popleft(), error)
 
     def _submit_accept(self, accept: _Accept) -> None:
         self._check_open()
@@ -1056,6 +990,34 @@ def _statements(script: str) -> list[str]:
                 statements.append(pending)
             pending = ""
     return statements
+
+
+async def _read_reply(writer: asyncio.subprocess.Process) -> tuple[bool, Any]:
+    assert writer.stdout is not None
+    header = await writer.stdout.readexactly(sqlite_writer.HEADER.size)
+    (size,) = sqlite_writer.HEADER.unpack(header)
+    reply: tuple[bool, Any] = pickle.loads(await writer.stdout.readexactly(size))
+    return reply
+
+
+def _accepted(accept: _Accept, seqs: Sequence[int | None]) -> list[InboxRow | None]:
+    return [
+        None if seq is None else InboxRow(seq, event.key, conversation, event)
+        for (event, conversation, _payload), seq in zip(accept.items, seqs, strict=True)
+    ]
+
+
+def _settle(batch: _Queue, error: BaseException | None) -> None:
+    """Resolve every future of ``batch``: with ``error``, or done (accepts already are)."""
+    futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
+    futures += [w.future for w in batch.writes]
+    for future in futures:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
 
 
 def _log_failure(future: asyncio.Future[None]) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -265,26 +269,83 @@ async def test_sqlite_waits_for_another_writer_without_blocking_the_loop(tmp_pat
         await store.close()
 
 
-async def test_sqlite_checkpoints_the_wal_beside_the_writer(
+async def test_sqlite_a_dead_writer_fails_what_it_held_and_is_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The writer's COMMIT never checkpoints; the store copies the WAL in on its thread."""
     import memory.sqlite
 
-    monkeypatch.setattr(memory.sqlite, "CHECKPOINT_ROWS", 200)
-    path = tmp_path / "wal.db"
-    store = SqliteStore(str(path))
+    store = SqliteStore(str(tmp_path / "writer.db"))
     await store.open()
+    sent = asyncio.Event()
+    frame = memory.sqlite.sqlite_writer.frame
+
+    def signalling(request: Any) -> bytes:
+        sent.set()
+        return frame(request)
+
     try:
-        empty = path.stat().st_size
-        for n in range(100):
-            await store.accept([(event(f"k{n}", "x" * 2000), "c1")])
-            await store.checkpoint(f"k{n}", [out(f"k{n}#0")], [said("hi")])
-        while store._checkpoint is not None:  # the last one started may still run
-            await asyncio.shield(store._checkpoint)
-        assert path.stat().st_size > empty + 100 * 2000  # the rows reached the main file
+        await store.accept([(event("before"), "c1")])
+        writer = store._writer
+        assert writer is not None
+        writer.send_signal(signal.SIGSTOP)  # mid-commit, as far as the store can tell
+        monkeypatch.setattr(memory.sqlite.sqlite_writer, "frame", signalling)
+        held = asyncio.create_task(store.accept([(event("held"), "c1")]))
+        await sent.wait()
+        writer.kill()
+        with pytest.raises(RuntimeError, match="writer process"):
+            await asyncio.wait_for(held, 30)  # failed, not hung: the caller retries
+        [again] = await store.accept([(event("held"), "c1")])  # a new writer takes over
+        assert again is not None and store._writer is not writer
+        assert [r.key for r in await store.recover()] == ["before", "held"]
     finally:
         await store.close()
+
+
+async def test_sqlite_writer_outlives_signals_meant_for_the_gateway(tmp_path: Path) -> None:
+    """Ctrl-C and systemd's SIGTERM reach the writer too; the draining gateway needs it."""
+    store = SqliteStore(str(tmp_path / "signals.db"))
+    await store.open()
+    try:
+        writer = store._writer
+        assert writer is not None
+        writer.send_signal(signal.SIGINT)
+        writer.send_signal(signal.SIGTERM)
+        await store.accept([(event("k"), "c1")])
+        assert store._writer is writer and writer.returncode is None
+    finally:
+        await store.close()
+
+
+def test_sqlite_writer_exits_when_the_gateway_is_killed(tmp_path: Path) -> None:
+    """No orphan: the writer reads EOF when its parent dies, whatever killed it."""
+    script = f"""
+import asyncio, sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+from memory.sqlite import SqliteStore
+async def main():
+    store = SqliteStore({str(tmp_path / "orphan.db")!r})
+    await store.open()
+    print(store._writer.pid, flush=True)
+    await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    writer_pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while _alive(writer_pid):
+        assert time.monotonic() < deadline, "the writer outlived its gateway"
+        time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
 
 
 async def test_sqlite_full_synchronous_commits_the_same(tmp_path: Path) -> None:
@@ -300,23 +361,31 @@ async def test_sqlite_full_synchronous_commits_the_same(tmp_path: Path) -> None:
 
 
 async def test_sqlite_a_quick_event_skips_its_running_row_and_keeps_its_attempts(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """begin + checkpoint in one batch write 'done' with the attempts, no 'running' row."""
+    import memory.sqlite
+
     store = SqliteStore(str(tmp_path / "quick.db"))
     await store.open()
-    executed: list[str] = []
+    sent: list[str] = []
+    frame = memory.sqlite.sqlite_writer.frame
+
+    def recording(request: Any) -> bytes:
+        sent.extend(sql for sql, _rows in request[1])
+        return frame(request)
+
     try:
         [row] = await store.accept([(event("k"), "c1")])
         assert row is not None
         await store.begin(row)
         await store.retry_later("k", time.time(), "once more")
-        store._writer.set_trace_callback(executed.append)  # type: ignore[union-attr]
+        monkeypatch.setattr(memory.sqlite.sqlite_writer, "frame", recording)
         await store.begin(row)  # attempt 2, finished before the writer ran
         await store.checkpoint("k", [], [])
         done = await store.inbox_row("k")
         assert done is not None and (done.status, done.attempts) == ("done", 2)
-        assert not [sql for sql in executed if "'running'" in sql]
+        assert sent and not [sql for sql in sent if "'running'" in sql]
     finally:
         await store.close()
 
