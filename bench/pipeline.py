@@ -4,7 +4,8 @@
 pipeline, checkpoint, outbox) with the echo agent and the loopback adapter, fed in
 batches of 100 as a poller would, with the dispatcher's backpressure. The in-memory
 store run is the baseline measured in the same process; the ratio is what durability
-costs. Logs go to a file at info level, as in production.
+costs. Logs go to a file at info level, as in production. Each run starts from a
+collected heap, so the first run's garbage is not billed to the second.
 
     python bench/pipeline.py [--events N] [--conversations N]
 """
@@ -27,7 +28,7 @@ from adapters.base import Sent
 from adapters.loopback import LoopbackAdapter
 from config import load_text
 from gateway import logs
-from gateway.app import Gateway
+from gateway.app import Gateway, settle_heap
 from gateway.events import OutMessage
 
 
@@ -64,6 +65,7 @@ async def run_once(store_url: str, events: int, conversations: int) -> dict[str,
     adapter.expected = events
     gateway = Gateway(settings, {"loopback": adapter})
     await gateway.start()
+    settle_heap()  # as `tether run` does after start
     accepted_at: dict[str, float] = {}
     started = time.perf_counter()
     batch = 100

@@ -17,7 +17,7 @@ import yaml
 
 from config import ConfigError, Settings, load
 from gateway import logs
-from gateway.app import Gateway, GatewayError, build_adapters, load_router
+from gateway.app import Gateway, GatewayError, build_adapters, load_router, settle_heap
 from memory.store import Store, open_store
 from scheduler.cli import jobs_command
 from scheduler.jobs import JobError, check_targets, load_jobs
@@ -108,6 +108,7 @@ async def _chat_session(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await gateway.start()
+    settle_heap()
     try:
         if sys.stdout.isatty():
             for turn in await gateway.store.history(console.conversation.key, 6):

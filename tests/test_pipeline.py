@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from prometheus_client import REGISTRY
 
 from adapters.loopback import LoopbackAdapter
 from gateway import Context, Fatal, Retryable, Router
+from gateway.app import settle_heap
 from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_env, write_config
 
 
@@ -266,3 +268,15 @@ async def test_group_sessions_split_lanes_and_memory(
         await gateway.drain()
     conversations = db_rows(tmp_path, "SELECT DISTINCT conversation FROM messages")
     assert len(conversations) == expected
+
+
+def test_settle_heap_collects_then_freezes_what_start_up_left() -> None:
+    garbage: list[object] = []
+    garbage.append(garbage)  # a cycle only the collector frees
+    del garbage
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > 0
+        assert gc.garbage == [] and gc.collect() == 0  # nothing left for a collection
+    finally:
+        gc.unfreeze()
