@@ -269,28 +269,37 @@ async def test_sqlite_waits_for_another_writer_without_blocking_the_loop(tmp_pat
         await store.close()
 
 
+class SentToWriter:
+    """From now on, the SQL of each batch a SqliteStore hands its writer process."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import memory.sqlite
+
+        self.sql: list[str] = []
+        self.sent = asyncio.Event()
+        frame = memory.sqlite.sqlite_writer.frame
+
+        def recording(request: Any) -> bytes:
+            self.sql.extend(sql for sql, _rows in request[1])
+            self.sent.set()
+            return frame(request)
+
+        monkeypatch.setattr(memory.sqlite.sqlite_writer, "frame", recording)
+
+
 async def test_sqlite_a_dead_writer_fails_what_it_held_and_is_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memory.sqlite
-
     store = SqliteStore(str(tmp_path / "writer.db"))
     await store.open()
-    sent = asyncio.Event()
-    frame = memory.sqlite.sqlite_writer.frame
-
-    def signalling(request: Any) -> bytes:
-        sent.set()
-        return frame(request)
-
     try:
         await store.accept([(event("before"), "c1")])
         writer = store._writer
         assert writer is not None
         writer.send_signal(signal.SIGSTOP)  # mid-commit, as far as the store can tell
-        monkeypatch.setattr(memory.sqlite.sqlite_writer, "frame", signalling)
+        batches = SentToWriter(monkeypatch)
         held = asyncio.create_task(store.accept([(event("held"), "c1")]))
-        await sent.wait()
+        await batches.sent.wait()
         writer.kill()
         with pytest.raises(RuntimeError, match="writer process"):
             await asyncio.wait_for(held, 30)  # failed, not hung: the caller retries
@@ -364,28 +373,19 @@ async def test_sqlite_a_quick_event_skips_its_running_row_and_keeps_its_attempts
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """begin + checkpoint in one batch write 'done' with the attempts, no 'running' row."""
-    import memory.sqlite
-
     store = SqliteStore(str(tmp_path / "quick.db"))
     await store.open()
-    sent: list[str] = []
-    frame = memory.sqlite.sqlite_writer.frame
-
-    def recording(request: Any) -> bytes:
-        sent.extend(sql for sql, _rows in request[1])
-        return frame(request)
-
     try:
         [row] = await store.accept([(event("k"), "c1")])
         assert row is not None
         await store.begin(row)
         await store.retry_later("k", time.time(), "once more")
-        monkeypatch.setattr(memory.sqlite.sqlite_writer, "frame", recording)
+        batches = SentToWriter(monkeypatch)
         await store.begin(row)  # attempt 2, finished before the writer ran
         await store.checkpoint("k", [], [])
         done = await store.inbox_row("k")
         assert done is not None and (done.status, done.attempts) == ("done", 2)
-        assert sent and not [sql for sql in sent if "'running'" in sql]
+        assert batches.sql and not [sql for sql in batches.sql if "'running'" in sql]
     finally:
         await store.close()
 
