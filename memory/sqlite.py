@@ -225,13 +225,16 @@ class _Accept:
 class _Write:
     phase: int
     statements: list[tuple[str, Sequence[Any]]]
-    future: asyncio.Future[None]
+    future: asyncio.Future[None] | None  # None: posted, nobody waits for it
 
 
 @dataclass(slots=True)
 class _Queue:
     accepts: list[_Accept] = field(default_factory=list)
     writes: list[_Write] = field(default_factory=list)
+    #: Posted writes in this batch, and a future for readers waiting for them.
+    posted: int = 0
+    settled: asyncio.Future[None] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.accepts or self.writes)
@@ -254,7 +257,6 @@ class SqliteStore(Store):
         self._queue = _Queue()
         #: Events whose 'running' mark still waits in the queue (see :meth:`_absorb_begin`).
         self._begun: dict[str, _Write] = {}
-        self._posted: set[asyncio.Future[None]] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -419,7 +421,9 @@ class SqliteStore(Store):
 
     async def _write(self, phase: int, *statements: tuple[str, Sequence[Any]]) -> None:
         """Queue statements for the next group commit and wait until it has committed."""
-        await self._enqueue(phase, statements).future
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Write(phase, list(statements), future))
+        await future
 
     def _post(self, phase: int, *statements: tuple[str, Sequence[Any]]) -> _Write:
         """Queue statements for the next group commit without waiting for it.
@@ -427,21 +431,17 @@ class SqliteStore(Store):
         For writes that need not be durable before the caller goes on: the writer keeps
         them ordered before anything submitted later, and a crash before the commit
         leaves the row as it was, which recovery already handles. Reads wait for them,
-        so this store still reads its own writes.
+        so this store still reads its own writes; a failure is logged with its batch.
         """
-        write = self._enqueue(phase, statements)
-        write.future.add_done_callback(_log_failure)
-        self._posted.add(write.future)
-        write.future.add_done_callback(self._posted.discard)
+        write = _Write(phase, list(statements), None)
+        self._enqueue(write)
+        self._queue.posted += 1
         return write
 
-    def _enqueue(self, phase: int, statements: Sequence[tuple[str, Sequence[Any]]]) -> _Write:
+    def _enqueue(self, write: _Write) -> None:
         self._check_open()
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        write = _Write(phase, list(statements), future)
         self._queue.writes.append(write)
         self._wake.set()
-        return write
 
     def _check_open(self) -> None:
         if self._task is None or self._closing:
@@ -450,9 +450,19 @@ class SqliteStore(Store):
     async def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         if self._reader is None:
             raise RuntimeError("store is closed")
-        if self._posted:
-            await asyncio.gather(*self._posted, return_exceptions=True)
+        await self._posted_settled()
         return list(await self._reader.execute_fetchall(sql, params))
+
+    async def _posted_settled(self) -> None:
+        """Wait for the newest batch with posted writes (batches settle in order)."""
+        batch = self._queue if self._queue.posted else None
+        if batch is None:
+            batch = next((b for b in reversed(self._inflight) if b.posted), None)
+        if batch is None:
+            return
+        if batch.settled is None:
+            batch.settled = asyncio.get_running_loop().create_future()
+        await asyncio.wait([batch.settled])  # a cancelled reader leaves it to the others
 
     # -- inbox ----------------------------------------------------------------------
 
@@ -1010,7 +1020,7 @@ def _accepted(accept: _Accept, seqs: Sequence[int | None]) -> list[InboxRow | No
 def _settle(batch: _Queue, error: BaseException | None) -> None:
     """Resolve every future of ``batch``: with ``error``, or done (accepts already are)."""
     futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
-    futures += [w.future for w in batch.writes]
+    futures += [w.future for w in batch.writes if w.future is not None]
     for future in futures:
         if future.done():
             continue
@@ -1018,8 +1028,7 @@ def _settle(batch: _Queue, error: BaseException | None) -> None:
             future.set_result(None)
         else:
             future.set_exception(error)
-
-
-def _log_failure(future: asyncio.Future[None]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.error("store.write_failed", error=repr(future.exception()))
+    if error is not None and batch.posted:
+        log.error("store.write_failed", error=repr(error), posted=batch.posted)
+    if batch.settled is not None and not batch.settled.done():
+        batch.settled.set_result(None)

@@ -369,6 +369,18 @@ async def test_sqlite_full_synchronous_commits_the_same(tmp_path: Path) -> None:
         await store.close()
 
 
+async def test_a_read_sees_the_writes_posted_before_it(store: Store) -> None:
+    """begin and the 'sent' mark are not awaited, yet the store reads its own writes."""
+    [row] = await store.accept([(event("k"), "c1")])
+    assert row is not None
+    await store.begin(row)
+    running = await store.inbox_row("k")
+    assert running is not None and running.status == "running"
+    [sending] = await store.checkpoint("k", [out("k#0")], [])
+    await store.mark_outbox(sending.key, "sent", platform_id="p1", durable=False)
+    assert [(r.status, r.platform_id) for r in await store.outbox_rows("k")] == [("sent", "p1")]
+
+
 async def test_sqlite_a_quick_event_skips_its_running_row_and_keeps_its_attempts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
