@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiosqlite
 import structlog
@@ -64,7 +64,6 @@ from memory.store import (
 
 ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
 log = structlog.get_logger("tether.sqlite")
-T = TypeVar("T")
 #: How long ``close`` waits for the writer process to finish before killing it.
 _WRITER_EXIT_S = 10.0
 #: Batches at the writer at once: the next one gathers while the last one commits.
@@ -250,7 +249,8 @@ class SqliteStore(Store):
         self._scratch: str | None = None
         self._writer: asyncio.subprocess.Process | None = None
         self._replies: asyncio.Task[None] | None = None
-        #: Batches sent to the writer and not answered yet, oldest first.
+        #: Batches sent to the current writer and not answered yet, oldest first (each
+        #: writer has its own: a dead one's reader fails only what that one held).
         self._inflight: deque[_Queue] = deque()
         self._room = asyncio.Semaphore(IN_FLIGHT)
         self._reader: aiosqlite.Connection | None = None
@@ -307,8 +307,10 @@ class SqliteStore(Store):
             code = await writer.wait()  # its traceback went to our stderr
             raise RuntimeError(f"the SQLite writer for {self.path} failed ({code})") from None
         assert ready == (True, sqlite_writer.READY), ready
-        self._writer = writer
-        self._replies = asyncio.create_task(self._read_replies(writer), name="sqlite-replies")
+        self._writer, self._inflight = writer, deque()
+        self._replies = asyncio.create_task(
+            self._read_replies(writer, self._inflight), name="sqlite-replies"
+        )
         return writer
 
     async def _stop_writer(self) -> None:
@@ -388,12 +390,14 @@ class SqliteStore(Store):
             with contextlib.suppress(ProcessLookupError):
                 writer.kill()
 
-    async def _read_replies(self, writer: asyncio.subprocess.Process) -> None:
+    async def _read_replies(
+        self, writer: asyncio.subprocess.Process, inflight: deque[_Queue]
+    ) -> None:
         """Settle each batch as the writer answers it, in the order they were sent."""
         try:
             while True:
                 ok, result = await _read_reply(writer)
-                batch = self._inflight.popleft()
+                batch = inflight.popleft()
                 self._room.release()
                 if not ok:
                     _settle(batch, result)
@@ -406,13 +410,13 @@ class SqliteStore(Store):
         if self._writer is writer:
             self._writer = None
         code = await writer.wait()
-        if self._inflight:
+        if inflight:
             log.error("store.writer_exited", path=self.path, code=code)
             # Not known to be committed: callers retry, and every write is idempotent.
             error = RuntimeError(f"the SQLite writer process for {self.path} exited ({code})")
-            while self._inflight:
+            while inflight:
                 self._room.release()
-                _settle(self._inflight.popleft(), error)
+                _settle(inflight.popleft(), error)
 
     def _submit_accept(self, accept: _Accept) -> None:
         self._check_open()
