@@ -8,6 +8,7 @@ event's token budget.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 from collections.abc import Callable
@@ -46,7 +47,14 @@ class Context:
         self._store = store
         self._platforms = platforms
         self._step_names: set[str] = set()
-        self.llm = TaskLLM(llm, self)
+        self._llm = llm
+
+    @functools.cached_property
+    def llm(self) -> TaskLLM:
+        """The LLM with this event's budget. Made on first use: it refers back to the
+        context, and that cycle would otherwise leave every event for the garbage
+        collector instead of freeing it when the event is done."""
+        return TaskLLM(self._llm, self)
 
     async def reply(self, text: str, *, quote: bool = True, format: Format = "plain") -> None:
         """Answer in the event's chat (and thread), quoting the message when ``quote``."""

@@ -13,6 +13,7 @@ from prometheus_client import REGISTRY
 from adapters.loopback import LoopbackAdapter
 from gateway import Context, Fatal, Retryable, Router
 from gateway.app import settle_heap
+from gateway.events import Event
 from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_env, write_config
 
 
@@ -280,3 +281,21 @@ def test_settle_heap_collects_then_freezes_what_start_up_left() -> None:
         assert gc.garbage == [] and gc.collect() == 0  # nothing left for a collection
     finally:
         gc.unfreeze()
+
+
+async def test_a_finished_event_is_freed_at_once_not_left_to_the_collector(tmp_path: Path) -> None:
+    """No reference cycle per event: at thousands of events a second, cycles made the
+    collector's passes a quarter of the pipeline's time."""
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection would free is kept in gc.garbage
+    try:
+        async with running(make_settings(tmp_path)) as (gateway, loop):
+            await loop.deliver(*(loop.event(f"hello {n}") for n in range(20)))
+            await loop.wait_for_sent(20)
+            await gateway.drain()
+            gc.collect()
+            left = [type(o).__name__ for o in gc.garbage if isinstance(o, Context | Event)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left == []
