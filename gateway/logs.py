@@ -101,9 +101,9 @@ def configure(
 class LineSink:
     """structlog's output: lines gathered during one event-loop turn, written together.
 
-    A gateway logs four lines per event; writing and flushing each one is a system call
-    that also hands the GIL to the store's writer thread, which together cost more than
-    the event's own work. Lines logged inside a running loop are written once per loop
+    A gateway logs four lines per event; writing and flushing each one was a system call
+    per line, which released the GIL to whatever thread wanted it: measured, a third of
+    the pipeline bench's time. Lines logged inside a running loop are written once per loop
     turn (or when 1,000 are waiting); warnings and errors, lines from other threads and
     lines logged with no loop running are written at once, after those still waiting,
     so the order holds. A ``kill -9`` loses at most the current turn's lines — the
