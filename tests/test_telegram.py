@@ -329,6 +329,8 @@ async def test_sigkill_after_fetching_a_batch_restart_answers_it_exactly_once(
         second = await spawn_run(config, log, env)
         try:
             await fake.wait_for(lambda: len(fake.sent) >= len(batch), timeout=30)
+            # Recovery can answer the stored batch before the poller's first getUpdates.
+            await fake.wait_for(lambda: len(fake.offsets) > killed_at, timeout=30)
         finally:
             second.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(second.wait(), 30) == 0
