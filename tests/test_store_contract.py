@@ -361,6 +361,10 @@ async def test_sqlite_full_synchronous_commits_the_same(tmp_path: Path) -> None:
     store = SqliteStore(str(tmp_path / "full.db"), synchronous="full")
     await store.open()
     try:
+        assert store._writer is not None  # the writer's connection is opened with FULL
+        cmdline = Path(f"/proc/{store._writer.pid}/cmdline")
+        args = (await asyncio.to_thread(cmdline.read_bytes)).split(b"\0")
+        assert args[-2:] == [b"FULL", b""]
         await store.accept([(event("k"), "c1")])
         await store.checkpoint("k", [out("k#0")], [said("hi")])
         assert (await store.inbox_row("k")).status == "done"  # type: ignore[union-attr]
