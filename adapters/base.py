@@ -12,13 +12,13 @@ import abc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.events import OutMessage, Target
-from gateway.ratelimit import Limit
+from tether.events import OutMessage, Target
+from tether.gateway.ratelimit import Limit
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from gateway.inbox import Inbox
+    from tether.gateway.inbox import Inbox
 
 
 class SendError(Exception):

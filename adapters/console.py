@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, TextIO
 
 import structlog
 
-from adapters.base import Adapter, Sent
-from gateway.events import Conversation, Event, Kind, OutMessage, Sender, parse_command
+from tether.adapters.base import Adapter, Sent
+from tether.events import Conversation, Event, Kind, OutMessage, Sender, parse_command
 
 if TYPE_CHECKING:
-    from gateway.inbox import Inbox
+    from tether.gateway.inbox import Inbox
 
 log = structlog.get_logger("tether.console")
 

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import aiohttp
 import structlog
 
-from adapters.base import Adapter, SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
-from config.schema import DiscordConfig
-from gateway.events import (
+from tether.adapters.base import Adapter, SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
+from tether.config.schema import DiscordConfig
+from tether.events import (
     REPLY_META,
     Attachment,
     ChatType,
@@ -45,13 +45,13 @@ from gateway.events import (
     Sender,
     parse_command,
 )
-from gateway.splitting import utf16_len
+from tether.gateway.splitting import utf16_len
 
 if TYPE_CHECKING:
     import discord
     from discord import app_commands
 
-    from gateway.inbox import Inbox
+    from tether.gateway.inbox import Inbox
 
 log = structlog.get_logger("tether.discord")
 
@@ -134,7 +134,7 @@ class DiscordAdapter(Adapter):
         """Log in over REST (the bot's identity, the application id), sync ``/ask``."""
         import discord
 
-        from gateway.app import GatewayError  # the app imports adapters, not the reverse
+        from tether.errors import GatewayError
 
         self._point_at_endpoints()
         for attempt in range(1, self.open_attempts + 1):

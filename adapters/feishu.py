@@ -54,15 +54,15 @@ from lark_oapi.core.exception import ObtainAccessTokenException
 from lark_oapi.core.token.manager import TokenManager
 from lark_oapi.core.utils.decryptor import AESCipher
 
-from adapters import feishu_content as content
-from adapters.base import Adapter, SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
-from config.schema import FeishuConfig
-from gateway.events import ChatType, Conversation, Event, Kind, OutMessage, Sender, Target
-from gateway.events import parse_command as _parse_command
-from gateway.ratelimit import Limit
+from tether.adapters import feishu_content as content
+from tether.adapters.base import Adapter, SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
+from tether.config.schema import FeishuConfig
+from tether.events import ChatType, Conversation, Event, Kind, OutMessage, Sender, Target
+from tether.events import parse_command as _parse_command
+from tether.gateway.ratelimit import Limit
 
 if TYPE_CHECKING:
-    from gateway.inbox import Inbox
+    from tether.gateway.inbox import Inbox
 
 log = structlog.get_logger("tether.feishu")
 
@@ -149,7 +149,7 @@ class FeishuAdapter(Adapter):
 
     async def open(self) -> None:
         """The bot's own open_id (``GET /open-apis/bot/v3/info``), to tell mentions of it."""
-        from gateway.app import GatewayError  # the app imports adapters, not the reverse
+        from tether.errors import GatewayError
 
         self._client = (
             lark.Client.builder()

@@ -6,7 +6,7 @@ A received message's ``content`` is a JSON string whose shape depends on
 only the event's ``mentions`` list resolves to names. Outgoing Markdown becomes a
 ``post`` (rich text) with one ``md`` element, which Feishu renders itself.
 
-Kept apart from :mod:`adapters.feishu` because it is pure data shaping: no I/O, no
+Kept apart from :mod:`tether.adapters.feishu` because it is pure data shaping: no I/O, no
 lark-oapi import, and the part of the adapter most worth unit-testing on its own.
 """
 
@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from gateway.events import Attachment
+from tether.events import Attachment
 
 #: Files a handler can fetch with the message id and this key (messages/{id}/resources).
 _FILE_KINDS = {

@@ -20,8 +20,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import Adapter, SendError, Sent
-from gateway.events import (
+from tether.adapters.base import Adapter, SendError, Sent
+from tether.events import (
     ChatType,
     Conversation,
     Event,
@@ -31,10 +31,10 @@ from gateway.events import (
     Target,
     parse_command,
 )
-from gateway.ratelimit import Limit
+from tether.gateway.ratelimit import Limit
 
 if TYPE_CHECKING:
-    from gateway.inbox import Inbox
+    from tether.gateway.inbox import Inbox
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from telegram.error import (
     TimedOut,
 )
 
-from adapters.base import (
+from tether.adapters.base import (
     Adapter,
     SendAmbiguous,
     SendError,
@@ -57,9 +57,9 @@ from adapters.base import (
     SendRetryable,
     Sent,
 )
-from adapters.telegram_http import NOT_SENT, AiohttpRequest
-from config.schema import TelegramConfig
-from gateway.events import (
+from tether.adapters.telegram_http import NOT_SENT, AiohttpRequest
+from tether.config.schema import TelegramConfig
+from tether.events import (
     Attachment,
     ChatType,
     Conversation,
@@ -70,11 +70,11 @@ from gateway.events import (
     Target,
     parse_command,
 )
-from gateway.ratelimit import Limit
-from gateway.splitting import utf16_len
+from tether.gateway.ratelimit import Limit
+from tether.gateway.splitting import utf16_len
 
 if TYPE_CHECKING:
-    from gateway.inbox import Inbox
+    from tether.gateway.inbox import Inbox
 
 log = structlog.get_logger("tether.telegram")
 
@@ -190,7 +190,7 @@ class TelegramAdapter(Adapter):
 
     async def open(self) -> None:
         """getMe: the bot's id and @username (needed to tell ``/cmd@us`` from ``/cmd@them``)."""
-        from gateway.app import GatewayError  # the app imports adapters, not the reverse
+        from tether.errors import GatewayError
 
         for attempt in range(1, self.open_attempts + 1):
             try:

@@ -31,13 +31,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.base import Sent
-from adapters.loopback import LoopbackAdapter
-from config import Settings, load_text
-from gateway import logs
-from gateway.app import Gateway
-from gateway.events import OutMessage
-from scheduler.cron import parse_time
+from tether.adapters.base import Sent
+from tether.adapters.loopback import LoopbackAdapter
+from tether.config import Settings, load_text
+from tether.events import OutMessage
+from tether.gateway import logs
+from tether.gateway.app import Gateway
+from tether.scheduler.cron import parse_time
 
 
 class TimedAdapter(LoopbackAdapter):

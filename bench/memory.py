@@ -1,7 +1,7 @@
 """Context assembly time vs. history length: 100 vs. 100,000 stored messages, same budget.
 
 Assembling a prompt (persona + facts + summary + the newest history that fits
-``memory.history_tokens``) reads newest-first from stored per-row token counts and stops
+``tether.memory.history_tokens``) reads newest-first from stored per-row token counts and stops
 at the budget, so its cost should not depend on how long the conversation is. This
 measures it on a SQLite file store for a short and a very long conversation in one run
 (interleaved, so drift hits both alike) and prints JSON; the target is a ratio ≤ 1.5.
@@ -24,12 +24,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.events import Conversation, Event
-from memory import tokens
-from memory.conversation import ConversationMemory
-from memory.prompt import assemble
-from memory.sqlite import SqliteStore
-from memory.store import ConversationState, MemoryChanges, Turn
+from tether.events import Conversation, Event
+from tether.memory import tokens
+from tether.memory.conversation import ConversationMemory
+from tether.memory.prompt import assemble
+from tether.memory.sqlite import SqliteStore
+from tether.memory.store import ConversationState, MemoryChanges, Turn
 
 PERSONA = "You are a helpful assistant."
 TURNS_PER_EVENT = 1000

@@ -24,12 +24,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from adapters.base import Sent
-from adapters.loopback import LoopbackAdapter
-from config import load_text
-from gateway import logs
-from gateway.app import Gateway, settle_heap
-from gateway.events import OutMessage
+from tether.adapters.base import Sent
+from tether.adapters.loopback import LoopbackAdapter
+from tether.config import load_text
+from tether.events import OutMessage
+from tether.gateway import logs
+from tether.gateway.app import Gateway, settle_heap
 
 
 class TimedAdapter(LoopbackAdapter):

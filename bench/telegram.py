@@ -43,9 +43,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
-from config import load_text  # noqa: E402
-from gateway import logs  # noqa: E402
-from gateway.app import Gateway, build_adapters  # noqa: E402
+from tether.config import load_text  # noqa: E402
+from tether.gateway import logs  # noqa: E402
+from tether.gateway.app import Gateway, build_adapters  # noqa: E402
 
 _SINK = open(os.devnull, "w")  # noqa: SIM115 - log lines are rendered, then dropped
 
@@ -101,7 +101,7 @@ async def run_ptb(
     if concurrent:
         builder = builder.concurrent_updates(True)
     if aiohttp_transport:
-        from adapters.telegram_http import AiohttpRequest
+        from tether.adapters.telegram_http import AiohttpRequest
 
         builder = builder.request(AiohttpRequest()).get_updates_request(
             AiohttpRequest(connection_pool_size=1)

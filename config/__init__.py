@@ -3,7 +3,7 @@
 `load()` is the only entry point most code needs; `Settings` is the root model.
 """
 
-from config.loader import ConfigError, load, load_text
-from config.schema import Settings
+from tether.config.loader import ConfigError, load, load_text
+from tether.config.schema import Settings
 
 __all__ = ["ConfigError", "Settings", "load", "load_text"]

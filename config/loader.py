@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from config.schema import Settings
+from tether.config.schema import Settings
 
 # Values at these paths are never echoed back in an error: they may be secrets.
 _SECRETISH = re.compile(r"token|secret|key|password", re.IGNORECASE)

@@ -485,7 +485,7 @@ class JobConfig(Section):
     @field_validator("cron")
     @classmethod
     def _cron_parses(cls, value: str) -> str:
-        from scheduler.cron import trigger  # the scheduler's own parser: one set of rules
+        from tether.scheduler.cron import trigger  # the scheduler's own parser: one set of rules
 
         trigger(value)
         return value
@@ -493,7 +493,7 @@ class JobConfig(Section):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        from scheduler.cron import zone
+        from tether.scheduler.cron import zone
 
         zone(value)
         return value

@@ -1,25 +1,6 @@
-"""Tether's core: events, routing, the durable pipeline, the outbox and the CLI.
+"""Tether's core: routing, lanes, the durable pipeline, the outbox, the agent and the CLI.
 
-What a bot author imports::
-
-    from gateway import Context, Router, Retryable, Fatal
+A bot author imports from the package root instead (``from tether import Context,
+Router``); this package's ``__init__`` imports nothing, so that loading one module of
+the core (``tether.gateway.logs``, say) does not load them all.
 """
-
-from gateway.context import Context
-from gateway.errors import Fatal, Retryable
-from gateway.events import Attachment, Conversation, Event, Kind, OutMessage, Sender, Target
-from gateway.routing import Router
-
-__all__ = [
-    "Attachment",
-    "Context",
-    "Conversation",
-    "Event",
-    "Fatal",
-    "Kind",
-    "OutMessage",
-    "Retryable",
-    "Router",
-    "Sender",
-    "Target",
-]

@@ -20,13 +20,13 @@ from typing import Any
 
 import structlog
 
-from config.schema import AccessConfig, RateLimitConfig
-from gateway import metrics
-from gateway.context import Context
-from gateway.events import Event
-from gateway.ratelimit import TokenBucket
-from gateway.routing import NextHandler, Route, Router
-from memory.store import Store
+from tether.config.schema import AccessConfig, RateLimitConfig
+from tether.events import Event
+from tether.gateway import metrics
+from tether.gateway.context import Context
+from tether.gateway.ratelimit import TokenBucket
+from tether.gateway.routing import NextHandler, Route, Router
+from tether.memory.store import Store
 
 log = structlog.get_logger("tether.access")
 

@@ -6,8 +6,8 @@ is the default when no LLM is configured, and what the quick start talks to.
 
 from __future__ import annotations
 
-from gateway.context import Context
-from gateway.routing import Router
+from tether.gateway.context import Context
+from tether.gateway.routing import Router
 
 
 def echo_router() -> Router:

@@ -23,31 +23,28 @@ from typing import IO
 
 import structlog
 
-from adapters.base import Adapter
-from config.schema import Settings
-from gateway import logs, metrics
-from gateway.access import Access, Throttle, access_router
-from gateway.agents import echo_router
-from gateway.dispatcher import Dispatcher
-from gateway.http import HttpServer
-from gateway.inbox import Inbox
-from gateway.llm import LLM
-from gateway.llm_agent import llm_router
-from gateway.outbox import Outbox
-from gateway.pipeline import Pipeline
-from gateway.routing import Router
-from memory import tokens
-from memory.sqlite import SqliteStore
-from memory.store import Store, open_store
-from scheduler.jobs import JobError, check_targets, load_jobs
-from scheduler.routing import with_jobs
-from scheduler.runner import Scheduler
+from tether.adapters.base import Adapter
+from tether.config.schema import Settings
+from tether.errors import GatewayError
+from tether.gateway import logs, metrics
+from tether.gateway.access import Access, Throttle, access_router
+from tether.gateway.agents import echo_router
+from tether.gateway.dispatcher import Dispatcher
+from tether.gateway.http import HttpServer
+from tether.gateway.inbox import Inbox
+from tether.gateway.llm import LLM
+from tether.gateway.llm_agent import llm_router
+from tether.gateway.outbox import Outbox
+from tether.gateway.pipeline import Pipeline
+from tether.gateway.routing import Router
+from tether.memory import tokens
+from tether.memory.sqlite import SqliteStore
+from tether.memory.store import Store, open_store
+from tether.scheduler.jobs import JobError, check_targets, load_jobs
+from tether.scheduler.routing import with_jobs
+from tether.scheduler.runner import Scheduler
 
 log = structlog.get_logger("tether.gateway")
-
-
-class GatewayError(Exception):
-    """The gateway cannot start as configured; the message says why."""
 
 
 def load_router(settings: Settings) -> Router:
@@ -91,21 +88,21 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
     adapters: dict[str, Adapter] = {}
     use_console = settings.platforms.console.enabled if console is None else console
     if use_console:
-        from adapters.console import ConsoleAdapter
+        from tether.adapters.console import ConsoleAdapter
 
         adapters["console"] = ConsoleAdapter(
             settings.platforms.console.user, name=settings.agent.name
         )
     if settings.platforms.telegram:
-        from adapters.telegram import TelegramAdapter
+        from tether.adapters.telegram import TelegramAdapter
 
         adapters["telegram"] = TelegramAdapter(settings.platforms.telegram)
     if settings.platforms.discord:
-        from adapters.discord import DiscordAdapter  # imports discord.py only when enabled
+        from tether.adapters.discord import DiscordAdapter  # imports discord.py only when enabled
 
         adapters["discord"] = DiscordAdapter(settings.platforms.discord)
     if settings.platforms.feishu:
-        from adapters.feishu import FeishuAdapter  # lark-oapi takes ~2 s to import
+        from tether.adapters.feishu import FeishuAdapter  # lark-oapi takes ~2 s to import
 
         adapters["feishu"] = FeishuAdapter(settings.platforms.feishu)
     return adapters

@@ -15,12 +15,13 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import yaml
 
-from config import ConfigError, Settings, load
-from gateway import logs
-from gateway.app import Gateway, GatewayError, build_adapters, load_router, settle_heap
-from memory.store import Store, open_store
-from scheduler.cli import jobs_command
-from scheduler.jobs import JobError, check_targets, load_jobs
+from tether.config import ConfigError, Settings, load
+from tether.errors import GatewayError
+from tether.gateway import logs
+from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
+from tether.memory.store import Store, open_store
+from tether.scheduler.cli import jobs_command
+from tether.scheduler.jobs import JobError, check_targets, load_jobs
 
 EXIT_CONFIG = 2
 
@@ -94,7 +95,7 @@ def _chat(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 async def _chat_session(settings: Settings) -> None:
-    from adapters.console import ConsoleAdapter
+    from tether.adapters.console import ConsoleAdapter
 
     adapters = build_adapters(settings, console=True)
     console = adapters["console"]

@@ -16,11 +16,11 @@ from typing import Any, Literal, TypeVar
 
 import structlog
 
-from gateway import metrics
-from gateway.events import REPLY_META, Event, OutMessage, Target
-from gateway.llm import LLM, TaskLLM
-from memory.conversation import ConversationMemory
-from memory.store import Store
+from tether.events import REPLY_META, Event, OutMessage, Target
+from tether.gateway import metrics
+from tether.gateway.llm import LLM, TaskLLM
+from tether.memory.conversation import ConversationMemory
+from tether.memory.store import Store
 
 T = TypeVar("T")
 Format = Literal["plain", "html", "markdown"]

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
-from gateway import metrics
-from memory.store import InboxRow, Store
+from tether.gateway import metrics
+from tether.memory.store import InboxRow, Store
 
 #: Runs one event; returns when to try again (epoch seconds), or None when it is finished.
 Runner = Callable[[InboxRow], Awaitable[float | None]]

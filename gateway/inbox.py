@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 
 import structlog
 
-from gateway import metrics
-from gateway.access import Throttle
-from gateway.dispatcher import Dispatcher
-from gateway.events import Event
-from memory.store import Store
+from tether.events import Event
+from tether.gateway import metrics
+from tether.gateway.access import Throttle
+from tether.gateway.dispatcher import Dispatcher
+from tether.memory.store import Store
 
 log = structlog.get_logger("tether.inbox")
 

@@ -6,9 +6,9 @@ Each handler gets ``ctx.llm``, a :class:`TaskLLM` bound to its event:
 
 - **memoized**: every call is a ``ctx.step``, so a retry or a restart after a crash gets
   the stored answer instead of paying for the same tokens again;
-- **budgeted**: before a real call it checks the event's ``memory.task_token_budget`` and
-  the conversation's ``memory.daily_token_budget``. A call that could cross one is not
-  made (:class:`~gateway.errors.BudgetExceeded`, logged as ``budget.exceeded``), and the
+- **budgeted**: before a real call it checks the event's ``tether.memory.task_token_budget`` and
+  the conversation's ``tether.memory.daily_token_budget``. A call that could cross one is not
+  made (:class:`~tether.errors.BudgetExceeded`, logged as ``budget.exceeded``), and the
   completion is capped (``max_tokens``) at what is left, so the model is never trusted to
   stop by itself;
 - **routed**: the first matching ``llm.routes`` rule (platform, conversation, command,
@@ -18,8 +18,8 @@ Each handler gets ``ctx.llm``, a :class:`TaskLLM` bound to its event:
   prices) is recorded per conversation, model and day in the checkpoint transaction.
 
 The SDK's own retries are off (``max_retries=0``): a 429 or an exhausted fallback list
-raises :class:`~gateway.errors.Retryable`, and the pipeline retries the event durably
-with backoff; 400/401/403 (and other 4xx) raise :class:`~gateway.errors.Fatal`.
+raises :class:`~tether.errors.Retryable`, and the pipeline retries the event durably
+with backoff; 400/401/403 (and other 4xx) raise :class:`~tether.errors.Fatal`.
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from config.schema import LLMModelConfig, Settings
-from gateway import metrics
-from gateway.errors import BudgetExceeded, Fatal, Retryable
-from memory import tokens
-from memory.store import UsageRecord
+from tether.config.schema import LLMModelConfig, Settings
+from tether.errors import BudgetExceeded, Fatal, Retryable
+from tether.gateway import metrics
+from tether.memory import tokens
+from tether.memory.store import UsageRecord
 
 if TYPE_CHECKING:
     import openai
 
-    from gateway.context import Context
+    from tether.gateway.context import Context
 
 log = structlog.get_logger("tether.llm")
 

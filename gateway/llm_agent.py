@@ -2,7 +2,7 @@
 
 Text that no plugin handled becomes one conversation turn (:func:`converse`): the
 prompt is assembled from the persona, saved facts, the running summary and the newest
-history that fits ``memory.history_tokens``; the model's answer is a memoized step, the
+history that fits ``tether.memory.history_tokens``; the model's answer is a memoized step, the
 reply and both turns are committed with the checkpoint; then, if the history outgrew its
 budget, the oldest part is folded into the summary (never deleted).
 
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from config.schema import Settings
-from gateway.context import Context
-from gateway.events import Kind
-from gateway.routing import Router
-from memory.compaction import compact
-from memory.prompt import assemble
-from memory.store import Fact, Usage
+from tether.config.schema import Settings
+from tether.events import Kind
+from tether.gateway.context import Context
+from tether.gateway.routing import Router
+from tether.memory.compaction import compact
+from tether.memory.prompt import assemble
+from tether.memory.store import Fact, Usage
 
 HELP = """\
 Just write to chat with me. Commands:

@@ -17,13 +17,13 @@ from collections.abc import Iterable, Mapping
 
 import structlog
 
-from adapters.base import Adapter, SendAmbiguous, SendFatal, SendRetryable
-from config.schema import OutboxConfig
-from gateway import metrics
-from gateway.logs import redactor
-from gateway.pipeline import backoff
-from gateway.ratelimit import Buckets
-from memory.store import OutboxRow, Store
+from tether.adapters.base import Adapter, SendAmbiguous, SendFatal, SendRetryable
+from tether.config.schema import OutboxConfig
+from tether.gateway import metrics
+from tether.gateway.logs import redactor
+from tether.gateway.pipeline import backoff
+from tether.gateway.ratelimit import Buckets
+from tether.memory.store import OutboxRow, Store
 
 log = structlog.get_logger("tether.outbox")
 

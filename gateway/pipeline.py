@@ -21,18 +21,18 @@ from typing import Any
 
 import structlog
 
-from adapters.base import Adapter
-from config.schema import PipelineConfig
-from gateway import metrics
-from gateway.access import THROTTLE_NOTICE, THROTTLED
-from gateway.context import Context
-from gateway.errors import BudgetExceeded, Fatal, Retryable
-from gateway.events import OutMessage
-from gateway.llm import LLM
-from gateway.logs import redactor
-from gateway.routing import Router, call
-from gateway.splitting import split_text
-from memory.store import DeadLetter, InboxRow, OutboxRow, Store
+from tether.adapters.base import Adapter
+from tether.config.schema import PipelineConfig
+from tether.errors import BudgetExceeded, Fatal, Retryable
+from tether.events import OutMessage
+from tether.gateway import metrics
+from tether.gateway.access import THROTTLE_NOTICE, THROTTLED
+from tether.gateway.context import Context
+from tether.gateway.llm import LLM
+from tether.gateway.logs import redactor
+from tether.gateway.routing import Router, call
+from tether.gateway.splitting import split_text
+from tether.memory.store import DeadLetter, InboxRow, OutboxRow, Store
 
 log = structlog.get_logger("tether.pipeline")
 

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.events import Event, Kind
+from tether.events import Event, Kind
 
 if TYPE_CHECKING:
-    from gateway.context import Context
+    from tether.gateway.context import Context
 
 Handler = Callable[["Context"], Awaitable[None]]
 NextHandler = Callable[[Event, dict[str, Any]], Awaitable[Any]]

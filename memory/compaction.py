@@ -1,7 +1,7 @@
 """Compaction: fold the oldest unsummarized history into the running summary.
 
 When the unsummarized history of the current context no longer fits
-``memory.history_tokens``, its oldest part (everything but the newest half-budget, at
+``tether.memory.history_tokens``, its oldest part (everything but the newest half-budget, at
 most one budget's worth per pass) is summarized together with the previous summary by
 an LLM call the caller supplies (a memoized step). The new summary and the covered rows'
 ``summarized`` marks are committed with the event's checkpoint: the rows stay in the
@@ -10,7 +10,7 @@ archive, nothing is deleted.
 Keeping the newest half unsummarized means the prompt always has recent turns verbatim
 and compaction runs once per half-budget of new history rather than on every turn.
 If the summary call fails for any reason, nothing changes: the rows stay unsummarized,
-the failure is logged (``memory.summary_failed``), and the next turn tries again.
+the failure is logged (``tether.memory.summary_failed``), and the next turn tries again.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from memory import tokens
-from memory.conversation import ConversationMemory
-from memory.store import Turn, Window
+from tether.memory import tokens
+from tether.memory.conversation import ConversationMemory
+from tether.memory.store import Turn, Window
 
 Message = dict[str, str]
 Summarize = Callable[[list[Message], int], Awaitable[str]]

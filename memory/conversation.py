@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import copy
 
-from memory import tokens
-from memory.store import (
+from tether.memory import tokens
+from tether.memory.store import (
     ConversationState,
     Fact,
     MemoryChanges,

@@ -12,8 +12,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from gateway.events import Event, OutMessage
-from memory.store import (
+from tether.events import Event, OutMessage
+from tether.memory.store import (
     UNFINISHED_INBOX,
     UNSENT_OUTBOX,
     ConversationState,

@@ -23,8 +23,8 @@ from typing import Any
 import asyncpg
 import structlog
 
-from gateway.events import Event, OutMessage
-from memory.rows import (
+from tether.events import Event, OutMessage
+from tether.memory.rows import (
     DEAD_COLUMNS,
     INBOX_COLUMNS,
     OUTBOX_COLUMNS,
@@ -37,7 +37,7 @@ from memory.rows import (
     outbox_row,
     turn_row,
 )
-from memory.store import (
+from tether.memory.store import (
     ConversationState,
     DeadLetter,
     Fact,

@@ -1,7 +1,7 @@
 """Context assembly: persona + facts + running summary + the newest history that fits.
 
-Every part is bounded: facts by ``memory.facts_tokens``, the summary by its own cap
-(set when it is written), history by ``memory.history_tokens``. The history is read
+Every part is bounded: facts by ``tether.memory.facts_tokens``, the summary by its own cap
+(set when it is written), history by ``tether.memory.history_tokens``. The history is read
 newest-first from stored per-row token counts and stops at the budget, so assembling a
 context costs the same for a conversation of 100 messages as for one of 100,000.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory import tokens
-from memory.conversation import ConversationMemory
-from memory.store import ConversationState, Fact, Turn, Window
+from tether.memory import tokens
+from tether.memory.conversation import ConversationMemory
+from tether.memory.store import ConversationState, Fact, Turn, Window
 
 Message = dict[str, str]
 _ROLES = frozenset({"user", "assistant", "system"})

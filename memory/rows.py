@@ -11,8 +11,8 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from gateway.events import Event, OutMessage
-from memory.store import DeadLetter, InboxRow, OutboxRow, Turn, Window
+from tether.events import Event, OutMessage
+from tether.memory.store import DeadLetter, InboxRow, OutboxRow, Turn, Window
 
 INBOX_COLUMNS = "seq, key, conversation, payload, status, attempts, retry_at, error"
 OUTBOX_COLUMNS = "seq, key, event_key, payload, status, attempts, next_at, platform_id, error"

@@ -1,7 +1,7 @@
 """The embedded store: SQLite in WAL mode, one writer process with group commit.
 
 Every write goes through a single writer task that gathers whatever is queued and sends
-it, as ONE message, to a child process (:mod:`memory.sqlite_writer`) that commits it as
+it, as ONE message, to a child process (:mod:`tether.memory.sqlite_writer`) that commits it as
 ONE transaction: ``executemany`` per statement shape, one commit. The process keeps the
 SQL off the event loop and on the machine's other core, where a thread could not (see
 that module for why). Callers still get their own future back, resolved only after that
@@ -34,9 +34,9 @@ from typing import Any
 import aiosqlite
 import structlog
 
-from gateway.events import Event, OutMessage
-from memory import sqlite_writer
-from memory.rows import (
+from tether.events import Event, OutMessage
+from tether.memory import sqlite_writer
+from tether.memory.rows import (
     MAX_ID,
     PAIRING_COLUMNS,
     TURN_COLUMNS,
@@ -47,7 +47,7 @@ from memory.rows import (
     outbox_row,
     turn_row,
 )
-from memory.store import (
+from tether.memory.store import (
     ConversationState,
     DeadLetter,
     Fact,

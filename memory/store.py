@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gateway.events import Event, OutMessage
+from tether.events import Event, OutMessage
 
 InboxStatus = Literal["received", "running", "done", "retry_wait", "dead"]
 OutboxStatus = Literal["pending", "sending", "sent", "retry_wait", "dead", "unknown"]
@@ -418,17 +418,17 @@ class Store(abc.ABC):
 
 
 def open_store(url: str, *, synchronous: str = "normal") -> Store:
-    """The store for ``memory.store``, picked by the URL's scheme."""
+    """The store for ``tether.memory.store``, picked by the URL's scheme."""
     if url.startswith("sqlite://"):
-        from memory.sqlite import SqliteStore
+        from tether.memory.sqlite import SqliteStore
 
         return SqliteStore(sqlite_path(url), synchronous=synchronous)
     if url.startswith(("postgresql://", "postgres://")):
-        from memory.postgres import PostgresStore
+        from tether.memory.postgres import PostgresStore
 
         return PostgresStore(url)
     if url.startswith("memory://"):
-        from memory.inmemory import MemoryStore
+        from tether.memory.inmemory import MemoryStore
 
         return MemoryStore()
     raise ValueError(f"memory.store: unsupported store {url.split(':', 1)[0]!r}")

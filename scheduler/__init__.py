@@ -3,11 +3,11 @@
 Where things are (README.md, "Scheduled jobs (cron)", is the user's side):
 
 - ``cron.py``    cron expression → APScheduler trigger; fire-time iteration (DST-safe)
-- ``jobs.py``    ``jobs:`` config → :class:`~scheduler.jobs.Job`, the fire event, ledger names
+- ``jobs.py``    ``jobs:`` config → :class:`~tether.scheduler.jobs.Job`, fire events, ledger names
 - ``ledger.py``  which missed fires run or are skipped (``catch_up``, ``grace``): pure
-- ``runner.py``  :class:`~scheduler.runner.Scheduler`: APScheduler wakeups → ``Inbox.accept``
+- ``runner.py``  :class:`~tether.scheduler.runner.Scheduler`: APScheduler wakeups → ``Inbox.accept``
 - ``routing.py`` the built-in handler of fires: ``text``, ``handler``, ``prompt`` → the agent
 - ``cli.py``     ``tether jobs list`` / ``tether jobs run ID``
 
-Kept import-free: ``config.schema`` imports ``scheduler.cron`` to validate expressions.
+Kept import-free: ``tether.config.schema`` imports ``tether.scheduler.cron`` (validation).
 """

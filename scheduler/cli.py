@@ -13,10 +13,10 @@ import sys
 import uuid
 from datetime import datetime
 
-from config.schema import Settings
-from memory.store import Store
-from scheduler.cron import parse_time, stamp, zone
-from scheduler.jobs import Job, fire_key, last_cursor, load_jobs, manual_cursor, now_utc
+from tether.config.schema import Settings
+from tether.memory.store import Store
+from tether.scheduler.cron import parse_time, stamp, zone
+from tether.scheduler.jobs import Job, fire_key, last_cursor, load_jobs, manual_cursor, now_utc
 
 
 async def jobs_command(settings: Settings, store: Store, action: str, job_id: str | None) -> int:

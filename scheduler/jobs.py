@@ -19,10 +19,10 @@ from typing import Literal
 
 from apscheduler.triggers.cron import CronTrigger
 
-from config.schema import JobConfig, Settings
-from gateway.events import Conversation, Event, Kind, Target
-from gateway.routing import Handler
-from scheduler.cron import Schedule, stamp, trigger
+from tether.config.schema import JobConfig, Settings
+from tether.events import Conversation, Event, Kind, Target
+from tether.gateway.routing import Handler
+from tether.scheduler.cron import Schedule, stamp, trigger
 
 Action = Literal["text", "prompt", "handler"]
 #: The platform of every fire event; its conversation is the job's first deliver target.

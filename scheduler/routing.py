@@ -16,11 +16,11 @@ delivery is retried by the outbox without running the job again.
 
 from __future__ import annotations
 
-from gateway.context import Context
-from gateway.errors import Fatal
-from gateway.events import Kind, Target
-from gateway.routing import Router, call
-from scheduler.jobs import import_handler
+from tether.errors import Fatal
+from tether.events import Kind, Target
+from tether.gateway.context import Context
+from tether.gateway.routing import Router, call
+from tether.scheduler.jobs import import_handler
 
 ROUTER_NAME = "cron"
 

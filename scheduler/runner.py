@@ -32,13 +32,13 @@ from datetime import datetime, timedelta
 import structlog
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from gateway import metrics
-from gateway.events import Event
-from gateway.inbox import Inbox
-from memory.store import UNFINISHED_INBOX, Store
-from scheduler.cron import parse_time, stamp
-from scheduler.jobs import Job, decided_cursor, fire_key, last_cursor, now_utc
-from scheduler.ledger import OVERLAP, Plan, Skip, plan
+from tether.events import Event
+from tether.gateway import metrics
+from tether.gateway.inbox import Inbox
+from tether.memory.store import UNFINISHED_INBOX, Store
+from tether.scheduler.cron import parse_time, stamp
+from tether.scheduler.jobs import Job, decided_cursor, fire_key, last_cursor, now_utc
+from tether.scheduler.ledger import OVERLAP, Plan, Skip, plan
 
 log = structlog.get_logger("tether.scheduler")
 

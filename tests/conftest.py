@@ -17,11 +17,6 @@ from typing import Any
 import pytest
 import yaml
 
-from adapters.loopback import LoopbackAdapter
-from config import Settings, load_text
-from gateway import logs
-from gateway.app import Gateway
-from gateway.routing import Router
 from tests.fakes.cluster import SECRET as CLUSTER_SECRET
 from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.feishu_api import APP_SECRET as FEISHU_APP_SECRET
@@ -29,6 +24,11 @@ from tests.fakes.feishu_api import ENCRYPT_KEY as FEISHU_ENCRYPT_KEY
 from tests.fakes.feishu_api import VERIFICATION_TOKEN as FEISHU_VERIFICATION_TOKEN
 from tests.fakes.openai_api import API_KEY as OPENAI_API_KEY
 from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
+from tether.adapters.loopback import LoopbackAdapter
+from tether.config import Settings, load_text
+from tether.gateway import logs
+from tether.gateway.app import Gateway
+from tether.gateway.routing import Router
 
 ROOT = Path(__file__).resolve().parent.parent
 TETHER = str(Path(sys.executable).with_name("tether"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway import Context, Router
 from tests.conftest import TETHER, make_settings, running, write_config
+from tether import Context, Router
 
 
 def agent() -> Router:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from config import ConfigError, load, load_text
-from gateway.cli import main
 from tests.conftest import TETHER
+from tether.config import ConfigError, load, load_text
+from tether.gateway.cli import main
 
 
 def check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -112,7 +112,7 @@ def test_chat_in_a_pipe_answers_and_history_survives_restart(tmp_path: Path) -> 
     assert second.stdout == "again\n"
 
     async def history() -> list[str]:
-        from memory.sqlite import SqliteStore
+        from tether.memory.sqlite import SqliteStore
 
         store = SqliteStore(str(tmp_path / "chat.db"))
         await store.open()

@@ -22,14 +22,6 @@ from typing import Any
 import pytest
 import structlog
 
-from adapters.base import SendFatal, SendRetryable
-from adapters.discord import DiscordAdapter, classify, cursor_name, send_nonce
-from config import ConfigError, Settings, load_text
-from gateway.agents import echo_router
-from gateway.app import Gateway, build_adapters
-from gateway.context import Context
-from gateway.events import Event, Kind
-from gateway.routing import Router
 from tests.conftest import (
     TETHER,
     events_named,
@@ -49,6 +41,14 @@ from tests.fakes.discord_api import (
     FakeDiscord,
     iso,
 )
+from tether.adapters.base import SendFatal, SendRetryable
+from tether.adapters.discord import DiscordAdapter, classify, cursor_name, send_nonce
+from tether.config import ConfigError, Settings, load_text
+from tether.events import Event, Kind
+from tether.gateway.agents import echo_router
+from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.context import Context
+from tether.gateway.routing import Router
 
 # -- fixtures and helpers ----------------------------------------------------------------
 
@@ -478,7 +478,7 @@ async def test_a_refused_privileged_intent_is_one_clear_line_and_in_readiness(
 async def test_a_rejected_token_stops_the_start_with_a_clear_error(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
-    from gateway.app import GatewayError
+    from tether.errors import GatewayError
 
     settings = make_settings(
         tmp_path, platforms={"discord": section(fake, token="not.the.right-token")}

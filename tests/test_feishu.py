@@ -27,14 +27,6 @@ import aiohttp
 import pytest
 import structlog
 
-from adapters.base import SendAmbiguous, SendFatal, SendRetryable
-from adapters.feishu import Dropped, FeishuAdapter, Rejected, classify, send_uuid
-from config import ConfigError, Settings
-from gateway.agents import echo_router
-from gateway.app import Gateway, GatewayError, build_adapters
-from gateway.context import Context
-from gateway.events import Event, Kind, OutMessage, Target
-from gateway.routing import Router
 from tests.conftest import (
     ROOT,
     events_named,
@@ -57,6 +49,15 @@ from tests.fakes.feishu_api import (
     message_event,
     signed_request,
 )
+from tether.adapters.base import SendAmbiguous, SendFatal, SendRetryable
+from tether.adapters.feishu import Dropped, FeishuAdapter, Rejected, classify, send_uuid
+from tether.config import ConfigError, Settings
+from tether.errors import GatewayError
+from tether.events import Event, Kind, OutMessage, Target
+from tether.gateway.agents import echo_router
+from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.context import Context
+from tether.gateway.routing import Router
 
 PATH = "/feishu/webhook"
 

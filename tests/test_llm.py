@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 import structlog
 
-from adapters.loopback import LoopbackAdapter
-from config import ConfigError, Settings, load_text
-from gateway import Context, Retryable, Router
-from gateway.app import Gateway, load_router
-from gateway.llm_agent import converse, llm_router
-from memory import tokens
-from memory.compaction import SUMMARY_INSTRUCTIONS
-from memory.sqlite import SqliteStore
 from tests.conftest import SECRETS, make_settings, running, subprocess_env, write_config
 from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI
 from tests.test_crash import control_socket, spawn
+from tether import Context, Retryable, Router
+from tether.adapters.loopback import LoopbackAdapter
+from tether.config import ConfigError, Settings, load_text
+from tether.gateway.app import Gateway, load_router
+from tether.gateway.llm_agent import converse, llm_router
+from tether.memory import tokens
+from tether.memory.compaction import SUMMARY_INSTRUCTIONS
+from tether.memory.sqlite import SqliteStore
 
 SECRETS.add(API_KEY)
 

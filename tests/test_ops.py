@@ -12,10 +12,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.base import SendRetryable
-from adapters.loopback import LoopbackAdapter
-from gateway import Context, Fatal, Router
 from tests.conftest import TETHER, make_settings, running, write_config
+from tether import Context, Fatal, Router
+from tether.adapters.base import SendRetryable
+from tether.adapters.loopback import LoopbackAdapter
 
 
 async def get(port: int, path: str) -> tuple[int, str]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from adapters.base import SendAmbiguous, SendFatal, SendRetryable
-from adapters.loopback import LoopbackAdapter
-from gateway import Context, Router
-from gateway.events import Conversation, Event, OutMessage
-from gateway.ratelimit import Limit
-from memory.sqlite import SqliteStore
 from tests.conftest import make_settings, running
+from tether import Context, Router
+from tether.adapters.base import SendAmbiguous, SendFatal, SendRetryable
+from tether.adapters.loopback import LoopbackAdapter
+from tether.events import Conversation, Event, OutMessage
+from tether.gateway.ratelimit import Limit
+from tether.memory.sqlite import SqliteStore
 
 
 def replies(*texts: str) -> Router:

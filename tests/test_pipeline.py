@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from adapters.loopback import LoopbackAdapter
-from gateway import Context, Fatal, Retryable, Router
-from gateway.app import settle_heap
-from gateway.events import Event
 from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_env, write_config
+from tether import Context, Fatal, Retryable, Router
+from tether.adapters.loopback import LoopbackAdapter
+from tether.events import Event
+from tether.gateway.app import settle_heap
 
 
 def metric(name: str, **labels: str) -> float:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gateway import Context, Router
-from gateway.events import Conversation, Event, Kind, parse_command
-from gateway.routing import NextHandler
 from tests.conftest import make_settings, running
+from tether import Context, Router
+from tether.events import Conversation, Event, Kind, parse_command
+from tether.gateway.routing import NextHandler
 
 
 def test_parse_command_handles_bot_names_and_args() -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from adapters.base import Sent
-from adapters.loopback import LoopbackAdapter
-from gateway import Context, Router
-from gateway.app import Gateway
-from gateway.events import OutMessage
 from tests.conftest import make_settings
+from tether import Context, Router
+from tether.adapters.base import Sent
+from tether.adapters.loopback import LoopbackAdapter
+from tether.events import OutMessage
+from tether.gateway.app import Gateway
 
 
 async def test_two_gateways_share_lanes_without_double_handling(
@@ -83,9 +83,9 @@ async def test_two_gateways_share_lanes_without_double_handling(
 async def test_one_instance_long_polls_telegram_and_another_takes_over(
     tmp_path: Path, pg_dsn: str
 ) -> None:
-    from adapters.telegram import TelegramAdapter
-    from gateway.app import build_adapters
     from tests.fakes.telegram_api import FakeTelegram
+    from tether.adapters.telegram import TelegramAdapter
+    from tether.gateway.app import build_adapters
 
     fake = await FakeTelegram().start()
     settings = make_settings(

@@ -1,7 +1,7 @@
 """Cron jobs: each fire is one event through the pipeline, missed fires follow the policy.
 
 Most tests drive the scheduler with an injected clock: the gateway starts at a chosen
-time (catch-up is computed against it) and ``scheduler.wake(job)`` is what APScheduler
+time (catch-up is computed against it) and ``tether.scheduler.wake(job)`` is what APScheduler
 calls at a fire time. APScheduler's own timer keeps running on the real clock, but with
 the clock frozen it finds nothing due. One test runs a per-second job on the real clock.
 """
@@ -25,20 +25,21 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-from adapters.base import SendRetryable
-from adapters.loopback import LoopbackAdapter
-from config import ConfigError, Settings, load_text
-from gateway import logs
-from gateway.app import Gateway, GatewayError
-from gateway.cli import main
-from scheduler.cron import Schedule, crontab_weekdays, stamp
-from scheduler.jobs import load_jobs
-from scheduler.ledger import LIST_LIMIT, plan
-from scheduler.runner import Scheduler
 from tests.conftest import TETHER, config_dict, db_rows, make_settings, subprocess_env, write_config
 from tests.fakes.cluster import SECRET, Instance, free_port
 from tests.fakes.telegram_api import FakeTelegram
 from tests.plugins import cron_jobs
+from tether.adapters.base import SendRetryable
+from tether.adapters.loopback import LoopbackAdapter
+from tether.config import ConfigError, Settings, load_text
+from tether.errors import GatewayError
+from tether.gateway import logs
+from tether.gateway.app import Gateway
+from tether.gateway.cli import main
+from tether.scheduler.cron import Schedule, crontab_weekdays, stamp
+from tether.scheduler.jobs import load_jobs
+from tether.scheduler.ledger import LIST_LIMIT, plan
+from tether.scheduler.runner import Scheduler
 
 
 def at(text: str) -> datetime:

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from gateway.events import Conversation, Event, OutMessage, Target
-from memory.inmemory import MemoryStore
-from memory.sqlite import SqliteStore
-from memory.store import (
+from tether.events import Conversation, Event, OutMessage, Target
+from tether.memory.inmemory import MemoryStore
+from tether.memory.sqlite import SqliteStore
+from tether.memory.store import (
     ConversationState,
     DeadLetter,
     MemoryChanges,
@@ -273,18 +273,18 @@ class SentToWriter:
     """From now on, the SQL of each batch a SqliteStore hands its writer process."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import memory.sqlite
+        import tether.memory.sqlite
 
         self.sql: list[str] = []
         self.sent = asyncio.Event()
-        frame = memory.sqlite.sqlite_writer.frame
+        frame = tether.memory.sqlite.sqlite_writer.frame
 
         def recording(request: Any) -> bytes:
             self.sql.extend(sql for sql, _rows in request[1])
             self.sent.set()
             return frame(request)
 
-        monkeypatch.setattr(memory.sqlite.sqlite_writer, "frame", recording)
+        monkeypatch.setattr(tether.memory.sqlite.sqlite_writer, "frame", recording)
 
 
 async def test_sqlite_a_dead_writer_fails_what_it_held_and_is_replaced(
@@ -330,7 +330,7 @@ def test_sqlite_writer_exits_when_the_gateway_is_killed(tmp_path: Path) -> None:
     script = f"""
 import asyncio, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from memory.sqlite import SqliteStore
+from tether.memory.sqlite import SqliteStore
 async def main():
     store = SqliteStore({str(tmp_path / "orphan.db")!r})
     await store.open()

@@ -27,21 +27,6 @@ from aiohttp import ClientSession
 from aiohttp.client_reqrep import ConnectionKey
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 
-from adapters.base import SendAmbiguous, SendFatal, SendRetryable
-from adapters.telegram import (
-    SECRET_HEADER,
-    Dropped,
-    TelegramAdapter,
-    classify,
-    plain_text,
-)
-from config import Settings
-from gateway.agents import echo_router
-from gateway.app import Gateway, GatewayError, build_adapters
-from gateway.context import Context
-from gateway.events import Event, Kind, Target
-from gateway.routing import Router
-from gateway.splitting import utf16_len
 from tests.conftest import (
     TETHER,
     events_named,
@@ -52,6 +37,22 @@ from tests.conftest import (
     write_config,
 )
 from tests.fakes.telegram_api import BOT_ID, USERNAME, FakeTelegram
+from tether.adapters.base import SendAmbiguous, SendFatal, SendRetryable
+from tether.adapters.telegram import (
+    SECRET_HEADER,
+    Dropped,
+    TelegramAdapter,
+    classify,
+    plain_text,
+)
+from tether.config import Settings
+from tether.errors import GatewayError
+from tether.events import Event, Kind, Target
+from tether.gateway.agents import echo_router
+from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.context import Context
+from tether.gateway.routing import Router
+from tether.gateway.splitting import utf16_len
 
 SECRET = "s3cret-webhook_token"
 WEBHOOK_PATH = "/telegram/webhook"

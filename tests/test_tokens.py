@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from memory import tokens
 from tests.conftest import subprocess_env
+from tether.memory import tokens
 
 OFFLINE = """
 import json, os, socket, sys
@@ -37,7 +37,7 @@ requests.Session.request = refuse
 """
 
 COUNT = """
-from memory import tokens
+from tether.memory import tokens
 print(json.dumps({
     "o200k": tokens.count("hello world, counting tokens offline"),
     "cl100k": tokens.count("hello world, counting tokens offline", "cl100k_base"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gateway import Context, Router
-from gateway.events import Event
-from gateway.routing import NextHandler
+from tether import Context, Router
+from tether.events import Event
+from tether.gateway.routing import NextHandler
 
 router = Router("mybot")
 

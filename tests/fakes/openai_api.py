@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from memory import tokens
+from tether.memory import tokens
 
 Body = dict[str, Any]
 #: The key tests configure for the fake provider (a secret: it must never be logged).

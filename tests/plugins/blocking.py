@@ -12,7 +12,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from gateway import Context, Router
+from tether import Context, Router
 
 router = Router("blocking")
 

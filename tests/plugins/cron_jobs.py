@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from gateway import Context
+from tether import Context
 
 
 @dataclass

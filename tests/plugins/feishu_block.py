@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from gateway import Context, Router
+from tether import Context, Router
 
 router = Router("feishu_block")
 

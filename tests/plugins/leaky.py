@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from gateway import Context, Fatal, Router
+from tether import Context, Fatal, Router
 
 router = Router("leaky")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from gateway import Context, Router
-from gateway.llm_agent import converse
+from tether import Context, Router
+from tether.gateway.llm_agent import converse
 
 router = Router("llm-block")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway import Context, Router
+from tether import Context, Router
 
 router = Router("slow-echo")
 

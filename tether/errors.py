@@ -35,3 +35,11 @@ class BudgetExceeded(Exception):
         self.limit = limit
         self.spent = spent
         self.needed = needed
+
+
+class GatewayError(Exception):
+    """The gateway cannot start as configured; the message says why, in one line.
+
+    Raised by adapters' ``open`` and by the app's start; the CLI prints it without a
+    traceback. It lives here, below both, so adapters need not import the app.
+    """
