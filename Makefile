@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip 'setuptools>=77' wheel
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 

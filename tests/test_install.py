@@ -1,0 +1,99 @@
+"""A fresh install puts one package, ``tether``, into site-packages — nothing generic.
+
+The wheel is built from a copy of the repository's files (as a fresh clone has them),
+installed into an empty target folder, and imported by an interpreter that sees only that
+folder and the dependencies (``-S``: no ``.pth`` files, so the editable install of the
+checkout is not on the path). A user's own ``config.py`` or ``memory/`` can then never
+shadow, or be shadowed by, Tether's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ("gateway", "adapters", "memory", "scheduler", "config")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "tether", src / "tether", symlinks=True, ignore=ignore)
+    for folder in FOLDERS:
+        shutil.copytree(ROOT / folder, src / folder, ignore=ignore)
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = out.glob("tether-*.whl")
+    return built
+
+
+def test_the_wheel_holds_one_top_level_package(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"tether"}
+    for folder in FOLDERS:
+        assert f"tether/{folder}/__init__.py" in names
+    assert "tether/adapters/kit.py" in names and "tether/py.typed" in names
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "tether = tether.gateway.cli:main" in text
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    assert "License-Expression: MIT" in zipfile.ZipFile(wheel).read(metadata).decode()
+
+
+def test_installed_tether_imports_and_generic_names_do_not(wheel: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    probe = f"""
+import importlib.util, sys
+sys.path[:0] = [{str(target)!r}, {sysconfig.get_paths()["purelib"]!r}]
+from tether import Router, Context
+import tether.gateway.cli
+assert tether.gateway.cli.__file__.startswith({str(target)!r}), tether.gateway.cli.__file__
+assert Router.__module__ == "tether.gateway.routing" and Context.__module__ == "tether.gateway.context"
+print(sorted(n for n in {FOLDERS!r} if importlib.util.find_spec(n) is not None))
+"""
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"  # no top-level gateway, memory, config, ...
