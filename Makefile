@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test lint typecheck bench compare clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py
+
+# Not slower than BASE? Both measured in turns in one run: make compare BASE=rev [BENCH=bench/telegram.py]
+BENCH ?= bench/pipeline.py
+compare: $(STAMP)
+	$(BIN)/python bench/compare.py --base $(BASE) $(BENCH)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
