@@ -1,0 +1,107 @@
+"""The ``llm:`` section: OpenAI-compatible providers, the models on them, and routing.
+
+Every cross-reference (a model's provider, a route's or fallback's model) is checked here,
+so a misspelt name fails ``tether check`` with its key path instead of the first LLM call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
+
+from tether.config.section import Section
+
+
+class LLMProviderConfig(Section):
+    """An OpenAI-compatible endpoint: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp, ..."""
+
+    #: The API root the SDK appends ``/chat/completions`` to, e.g. ``https://api.openai.com/v1``.
+    base_url: str
+    #: Empty for servers that need none (Ollama); write ``${OPENAI_API_KEY}``, not the key.
+    api_key: SecretStr = SecretStr("")
+    #: Seconds before a call counts as timed out (then a fallback model is tried).
+    timeout: float = Field(default=60.0, gt=0)
+    #: Extra HTTP headers, e.g. OpenRouter's ``HTTP-Referer`` and ``X-Title``.
+    headers: dict[str, str] = {}
+
+
+class LLMModelConfig(Section):
+    provider: str
+    #: The provider's model id, e.g. ``gpt-4o-mini``, ``meta-llama/llama-3.1-8b-instruct``.
+    model: str
+    #: The model's context window; routing skips a model whose window the prompt overflows.
+    context_tokens: int = Field(default=8192, ge=1)
+    #: Cap on completion tokens per call (also lowered to what the task budget has left).
+    max_tokens: int | None = Field(default=None, ge=1)
+    #: Prices per 1M tokens, for the cost in ``usage`` and ``/usage``.
+    price_prompt: float = Field(default=0.0, ge=0)
+    price_completion: float = Field(default=0.0, ge=0)
+    #: tiktoken encoding for counting; by default from the model id, else ``o200k_base``.
+    encoding: Literal["o200k_base", "cl100k_base"] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+
+
+class LLMRouteConfig(Section):
+    """Send matching calls to ``model``; every condition given must hold (first match wins)."""
+
+    model: str
+    platform: str | None = None
+    #: A glob over the conversation key, e.g. ``telegram:-100*``.
+    conversation: str | None = None
+    #: The event's command without ``/``.
+    command: str | None = None
+    min_prompt_tokens: int | None = Field(default=None, ge=0)
+    max_prompt_tokens: int | None = Field(default=None, ge=0)
+
+
+class LLMConfig(Section):
+    providers: dict[str, LLMProviderConfig] = Field(min_length=1)
+    models: dict[str, LLMModelConfig] = Field(min_length=1)
+    #: The model used when no route matches; the first model when unset.
+    default: str | None = None
+    #: The model that writes conversation summaries; the task's routed model when unset.
+    summary_model: str | None = None
+    routes: list[LLMRouteConfig] = []
+    #: Tried in order when the chosen model answers 5xx, times out or cannot be reached.
+    fallbacks: list[str] = []
+
+    @field_validator("models")
+    @classmethod
+    def _known_providers(
+        cls, value: dict[str, LLMModelConfig], info: ValidationInfo
+    ) -> dict[str, LLMModelConfig]:
+        providers = info.data.get("providers")
+        if providers is None:  # already reported
+            return value
+        for name, model in value.items():
+            if model.provider not in providers:
+                raise ValueError(
+                    f"{name}.provider: no provider {model.provider!r}"
+                    f" (llm.providers has {', '.join(sorted(providers))})"
+                )
+        return value
+
+    @field_validator("default", "summary_model", "fallbacks", "routes")
+    @classmethod
+    def _known_models(cls, value: Any, info: ValidationInfo) -> Any:
+        models = info.data.get("models")
+        if models is None or value is None:
+            return value
+        named: list[tuple[str, str]]  # (where, model name)
+        if info.field_name == "routes":
+            named = [(f"[{i}].model", route.model) for i, route in enumerate(value)]
+        elif info.field_name == "fallbacks":
+            named = [(f"[{i}]", name) for i, name in enumerate(value)]
+        else:
+            named = [("", value)]
+        for where, name in named:
+            if name not in models:
+                raise ValueError(
+                    f"{where + ': ' if where else ''}no model {name!r}"
+                    f" (llm.models has {', '.join(sorted(models))})"
+                )
+        return value
+
+    def default_model(self) -> str:
+        return self.default or next(iter(self.models))
