@@ -17,7 +17,7 @@ non-empty getUpdates answer to the 5,000th sendMessage it received.
   JSON into /dev/null (``--log-level``).
 - References (not the target): ``ptb_concurrent`` is PTB with ``concurrent_updates(True)``;
   ``ptb_aiohttp[_concurrent]`` is PTB on Tether's aiohttp transport
-  (adapters/telegram_http.py), to show how much of the gap is the HTTP client.
+  (adapters/telegram/http.py), to show how much of the gap is the HTTP client.
 
 Prints one JSON object. Usage: ``python bench/telegram.py [--updates N] [--chats N]``.
 """
@@ -101,7 +101,7 @@ async def run_ptb(
     if concurrent:
         builder = builder.concurrent_updates(True)
     if aiohttp_transport:
-        from tether.adapters.telegram_http import AiohttpRequest
+        from tether.adapters.telegram.http import AiohttpRequest
 
         builder = builder.request(AiohttpRequest()).get_updates_request(
             AiohttpRequest(connection_pool_size=1)

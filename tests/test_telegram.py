@@ -38,13 +38,10 @@ from tests.conftest import (
 )
 from tests.fakes.telegram_api import BOT_ID, USERNAME, FakeTelegram
 from tether.adapters.base import SendAmbiguous, SendFatal, SendRetryable
-from tether.adapters.telegram import (
-    SECRET_HEADER,
-    Dropped,
-    TelegramAdapter,
-    classify,
-    plain_text,
-)
+from tether.adapters.kit import Dropped
+from tether.adapters.telegram import TelegramAdapter
+from tether.adapters.telegram.ingress import SECRET_HEADER
+from tether.adapters.telegram.send import classify, plain_text
 from tether.config import Settings
 from tether.errors import GatewayError
 from tether.events import Event, Kind, Target

@@ -1,0 +1,250 @@
+"""A Bot API update (the JSON dict Telegram sends) → an :class:`Event`, or why not.
+
+Pure: no I/O and no adapter, only the payload and a :class:`Recipient` (who the bot is,
+what it answers). Tests and fuzzers call :func:`normalize` directly; the poll loop and
+the webhook route call it for every update. It never raises: an update it cannot read
+is a :class:`Dropped` with the reason, so one bad update never pins the poll offset.
+
+python-telegram-bot's ``Update.de_json`` is the parser, so a payload means here what it
+means to PTB. Keys are ``tg:{bot_id}:{update_id}``: a webhook retry or an overlapping
+poll yields the same key, which the inbox drops as a duplicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from telegram import CallbackQuery, Message, MessageEntity, Update
+
+from tether.adapters.kit import Dropped
+from tether.events import (
+    Attachment,
+    ChatType,
+    Conversation,
+    Event,
+    Kind,
+    Sender,
+    parse_command,
+)
+
+PLATFORM = "telegram"
+_CHAT_TYPES: dict[str, ChatType] = {
+    "private": "dm",
+    "group": "group",
+    "supergroup": "group",
+    "channel": "channel",
+}
+#: Content without text or a file that handlers may still want (read it from ``raw``).
+_MEDIA = ("animation", "document", "voice", "video", "audio", "video_note", "sticker")
+_DEFAULT_MIME = {"video_note": "video/mp4", "voice": "audio/ogg"}
+_OTHER_CONTENT = ("venue", "location", "contact", "poll", "dice", "game", "story")
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    """The bot the updates are for: what normalizing needs besides the payload.
+
+    ``bot_id`` and ``username`` tell ``/cmd@us`` from ``/cmd@them``, a mention of us from
+    one of someone else, and a reply to us from a reply to a person (``username`` is None
+    until getMe answered). ``answer_groups`` and ``ignore_bots`` are the config's policy.
+    """
+
+    bot_id: int
+    username: str | None = None
+    answer_groups: str = "addressed"  # or "all"
+    ignore_bots: bool = True
+
+
+def update_id(data: Any) -> int | None:
+    """The update's integer ``update_id``, or None when ``data`` is not an update."""
+    if not isinstance(data, Mapping):
+        return None
+    value = data.get("update_id")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def normalize(data: Any, recipient: Recipient) -> Event | Dropped:
+    """One raw update → an :class:`Event`, or why not. Never raises."""
+    number = update_id(data)
+    if number is None:
+        return Dropped("telegram.skipped", "not an update (no integer update_id)")
+    try:
+        update = Update.de_json(dict(data), None)
+    except Exception as exc:
+        return Dropped("telegram.skipped", f"unparsable: {type(exc).__name__}: {exc}")
+    key = f"tg:{recipient.bot_id}:{number}"
+    try:
+        if update.callback_query is not None:
+            return _callback(key, update.callback_query, data)
+        for kind, message in (
+            (Kind.MESSAGE, update.message),
+            (Kind.EDIT, update.edited_message),
+            (Kind.MESSAGE, update.channel_post),
+            (Kind.EDIT, update.edited_channel_post),
+        ):
+            if message is not None:
+                return _message(key, kind, message, data, recipient)
+    except Exception as exc:  # a shape PTB accepted but we cannot read
+        return Dropped("telegram.skipped", f"cannot normalize: {type(exc).__name__}: {exc}")
+    kinds = ", ".join(sorted(str(k) for k in data if k != "update_id")) or "empty"
+    return Dropped("telegram.skipped", f"unsupported update type: {kinds}")
+
+
+def _message(
+    key: str, kind: Kind, message: Message, raw: dict[str, Any], recipient: Recipient
+) -> Event | Dropped:
+    chat_type = _CHAT_TYPES.get(message.chat.type, "group")
+    sender = _sender(message)
+    if sender is not None and sender.is_bot and recipient.ignore_bots:
+        return Dropped("telegram.ignored", "from a bot")
+    text = message.text or message.caption or ""
+    mentions, mentions_bot = _mentions(message, recipient)
+    command = parse_command(text, recipient.username) if text.startswith("/") else None
+    reply = message.reply_to_message
+    # In a forum topic every message "replies" to the topic's first message.
+    if reply is not None and message.is_topic_message:
+        reply = None if reply.message_id == message.message_thread_id else reply
+    reply_to_bot = bool(reply and reply.from_user and reply.from_user.id == recipient.bot_id)
+    attachments = _attachments(message)
+    meta: dict[str, Any] = {}
+    content = next((name for name in _OTHER_CONTENT if getattr(message, name, None)), None)
+    if content:
+        meta["content"] = content
+    if not text and not attachments and not content:
+        return Dropped("telegram.skipped", "service message or unsupported content")
+    addressed = command is not None or mentions_bot or reply_to_bot
+    if chat_type == "group" and recipient.answer_groups == "addressed" and not addressed:
+        reason = (
+            "command for another bot"
+            if text.startswith("/") and parse_command(text) is not None
+            else "group message not addressed to the bot"
+        )
+        return Dropped("telegram.ignored", reason)
+    is_command = kind is Kind.MESSAGE and command is not None
+    thread_id = message.message_thread_id if message.is_topic_message else None
+    when = (message.edit_date if kind is Kind.EDIT else None) or message.date
+    return Event(
+        key=key,
+        platform=PLATFORM,
+        kind=Kind.COMMAND if is_command else kind,
+        conversation=Conversation(
+            platform=PLATFORM,
+            chat_id=str(message.chat.id),
+            thread_id=str(thread_id) if thread_id else None,
+            chat_type=chat_type,
+        ),
+        sender=sender,
+        message_id=str(message.message_id),
+        text=text,
+        command=command[0] if is_command and command else None,
+        args=command[1] if is_command and command else "",
+        reply_to=str(reply.message_id) if reply is not None else None,
+        reply_to_bot=reply_to_bot,
+        mentions=mentions,
+        mentions_bot=mentions_bot,
+        attachments=attachments,
+        timestamp=when,
+        meta=meta,
+        raw=raw,
+    )
+
+
+def _callback(key: str, query: CallbackQuery, raw: dict[str, Any]) -> Event:
+    """An inline-button press: ``text`` is the button's callback data."""
+    user = query.from_user
+    message = query.message
+    if message is not None:
+        chat_id, chat_type = str(message.chat.id), _CHAT_TYPES.get(message.chat.type, "group")
+        topic = isinstance(message, Message) and message.is_topic_message
+        thread_id = message.message_thread_id if isinstance(message, Message) and topic else None
+        message_id: str | None = str(message.message_id)
+    else:  # a button on an inline-mode message: no chat, answer the user privately
+        chat_id, chat_type, thread_id, message_id = str(user.id), "dm", None, None
+    meta: dict[str, Any] = {"callback_query_id": query.id}
+    if query.inline_message_id:
+        meta["inline_message_id"] = query.inline_message_id
+    return Event(
+        key=key,
+        platform=PLATFORM,
+        kind=Kind.CALLBACK,
+        conversation=Conversation(
+            platform=PLATFORM,
+            chat_id=chat_id,
+            thread_id=str(thread_id) if thread_id else None,
+            chat_type=chat_type,
+        ),
+        sender=Sender(id=str(user.id), name=user.full_name, is_bot=user.is_bot),
+        message_id=message_id,
+        text=query.data or query.game_short_name or "",
+        meta=meta,
+        raw=raw,
+    )
+
+
+def _mentions(message: Message, recipient: Recipient) -> tuple[list[str], bool]:
+    """``@username`` mentions (without the @) and text mentions (as user ids)."""
+    types: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+    if message.text:
+        found = message.parse_entities(types)
+    elif message.caption:
+        found = message.parse_caption_entities(types)
+    else:
+        return [], False
+    mentions: list[str] = []
+    ours = False
+    me = (recipient.username or "").lower()
+    for entity, value in found.items():
+        if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None:
+            mentions.append(str(entity.user.id))
+            ours = ours or entity.user.id == recipient.bot_id
+        else:
+            name = value.lstrip("@")
+            mentions.append(name)
+            ours = ours or (bool(me) and name.lower() == me)
+    return mentions, ours
+
+
+def _sender(message: Message) -> Sender | None:
+    """Who sent it. Anonymous admins and linked channels post as a chat, not as a user."""
+    if message.sender_chat is not None:
+        chat = message.sender_chat
+        return Sender(id=str(chat.id), name=chat.title or chat.username or "", is_bot=False)
+    user = message.from_user
+    if user is None:
+        return None
+    return Sender(id=str(user.id), name=user.full_name, is_bot=user.is_bot)
+
+
+def _attachments(message: Message) -> list[Attachment]:
+    """Files by Telegram file_id: the largest photo size, and one entry per other media."""
+    out: list[Attachment] = []
+    if message.photo:  # sizes come smallest first
+        photo = message.photo[-1]
+        out.append(
+            Attachment(kind="photo", file_id=photo.file_id, mime="image/jpeg", size=photo.file_size)
+        )
+    for kind in _MEDIA:
+        media = getattr(message, kind, None)
+        if media is None or (kind == "document" and message.animation):
+            continue  # a GIF arrives as both `animation` and `document`: report it once
+        mime = getattr(media, "mime_type", None)
+        if kind == "sticker":
+            mime = (
+                "video/webm"
+                if media.is_video
+                else "application/x-tgsticker"
+                if media.is_animated
+                else "image/webp"
+            )
+        out.append(
+            Attachment(
+                kind=kind,
+                file_id=media.file_id,
+                mime=mime or _DEFAULT_MIME.get(kind),
+                size=media.file_size,
+                name=getattr(media, "file_name", None),
+            )
+        )
+    return out
