@@ -50,7 +50,10 @@ from tests.fakes.feishu_api import (
     signed_request,
 )
 from tether.adapters.base import SendAmbiguous, SendFatal, SendRetryable
-from tether.adapters.feishu import Dropped, FeishuAdapter, Rejected, classify, send_uuid
+from tether.adapters.feishu import FeishuAdapter
+from tether.adapters.feishu.send import classify, send_uuid
+from tether.adapters.feishu.webhook import Rejected
+from tether.adapters.kit import Dropped
 from tether.config import ConfigError, Settings
 from tether.errors import GatewayError
 from tether.events import Event, Kind, OutMessage, Target

@@ -1,18 +1,16 @@
-"""Feishu/Lark message content ↔ plain text, without the SDK.
+"""Feishu/Lark message content → plain text and files, without the SDK.
 
 A received message's ``content`` is a JSON string whose shape depends on
 ``message_type``; handlers want text and a list of files. Mentions arrive as
 ``@_user_N`` placeholders in the text (and as ``at`` elements in rich text) that
-only the event's ``mentions`` list resolves to names. Outgoing Markdown becomes a
-``post`` (rich text) with one ``md`` element, which Feishu renders itself.
+only the event's ``mentions`` list resolves to names.
 
-Kept apart from :mod:`tether.adapters.feishu` because it is pure data shaping: no I/O, no
-lark-oapi import, and the part of the adapter most worth unit-testing on its own.
+A part of :mod:`.normalize`, kept apart because the shapes of ``content`` are many and
+change with Feishu's clients, while the event around them does not.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -130,20 +128,3 @@ def _element(element: Mapping[str, Any], names: Mapping[str, str], files: list[A
     if tag == "hr":
         return "\n---\n"
     return text
-
-
-def text_body(text: str) -> str:
-    """The ``content`` of a ``text`` message."""
-    return json.dumps({"text": text}, ensure_ascii=False)
-
-
-def markdown_body(text: str) -> str:
-    """The ``content`` of a ``post`` that Feishu renders as Markdown (the ``md`` element)."""
-    post = {"zh_cn": {"title": "", "content": [[{"tag": "md", "text": text}]]}}
-    return json.dumps(post, ensure_ascii=False)
-
-
-def html_to_text(text: str) -> str:
-    """Feishu has no HTML message type: keep the text, drop the tags, decode entities."""
-    text = re.sub(r"<br\s*/?>", "\n", text, flags=re.IGNORECASE)
-    return html.unescape(re.sub(r"<[^>]*>", "", text))
