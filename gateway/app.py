@@ -109,6 +109,29 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
 
 
 class Gateway:
+    """One running Tether: the store, the pipeline and outbox, the adapters and cron.
+
+    ``tether run`` and ``tether chat`` build one from the config; tests and embedders
+    build one themselves, with adapters of their choice (``build_adapters`` makes the
+    configured ones) and optionally a router or a store of their own::
+
+        from tether.adapters.loopback import LoopbackAdapter
+        from tether.gateway.app import Gateway
+
+        adapter = LoopbackAdapter()
+        gateway = Gateway(settings, {"loopback": adapter}, router=router)
+        await gateway.start()
+        await adapter.say("/weather Paris")
+        await gateway.stop()
+
+    ``start`` and ``stop`` keep the order that keeps the promise (see the module
+    docstring): nothing is acknowledged to a platform before the store is open and
+    recovery has run, and ingress stops before the handlers and the outbox drain.
+    ``run_until_signal`` is ``tether run``; ``drain`` finishes what was accepted (``tether
+    chat`` at EOF); ``readiness`` is ``/readyz``. On SQLite a gateway holds a lock next to
+    the file, so a second one on the same file refuses to start.
+    """
+
     def __init__(
         self,
         settings: Settings,

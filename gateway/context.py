@@ -27,6 +27,55 @@ Format = Literal["plain", "html", "markdown"]
 
 
 class Context:
+    """What a handler gets for one event: what happened, its memory, and the ways to act.
+
+    A handler may run more than once for the same event (after a retry or a crash), so
+    everything it does goes through the context and is committed in one checkpoint with
+    the event's ``done`` — or not at all. What a handler may use:
+
+    ``ctx.event``
+        The normalized :class:`~tether.events.Event`: ``text``, ``command``/``args``,
+        ``sender``, ``conversation``, ``attachments``, ``raw`` (the platform's payload).
+    ``ctx.memory``
+        The conversation's memory: ``await ctx.memory.history(n)`` reads committed turns;
+        ``add(role, text)`` and ``remember(text)`` are written with the checkpoint.
+    ``await ctx.reply(text, quote=True, format="plain")``, ``await ctx.send(target, text)``
+        Queue a message as an outbox row, sent after the checkpoint and split at the
+        platform's limit; ``send`` takes any enabled chat, e.g. ``"telegram:12345"``.
+    ``await ctx.step(name, fn)``
+        Run ``fn`` (sync or async; JSON-serializable result) once per event: a re-run
+        gets the stored result instead of calling it again. Wrap every costly or
+        non-repeatable call in a step.
+    ``ctx.llm``
+        The configured models, within this event's token budget; every call is a step,
+        so a model is never paid twice for one event.
+    ``ctx.log``
+        A structlog logger bound to the event's key, conversation and attempt.
+    ``ctx.conversation``, ``ctx.attempt``, ``ctx.data``
+        The session key (memory and lane), which run this is (1 is the first), and a
+        dict for this run only (a middleware may leave something there for the handler).
+
+    What a handler must not do: touch the store or an adapter, or send on its own. What
+    bypasses the context is neither checkpointed nor safe to repeat. Raise
+    :class:`~tether.errors.Retryable` for transient trouble and
+    :class:`~tether.errors.Fatal` when another attempt cannot help.
+
+    Example::
+
+        from tether import Context, Router
+
+        router = Router()
+
+        @router.command("weather")  # /weather Berlin
+        async def weather(ctx: Context) -> None:
+            city = ctx.event.args or "Berlin"
+            forecast = await ctx.step("forecast", lambda: fetch_forecast(city))
+            ctx.log.info("weather.asked", city=city)
+            await ctx.reply(forecast)
+
+    The manual's page is docs/handlers.md.
+    """
+
     def __init__(
         self,
         event: Event,

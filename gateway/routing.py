@@ -35,7 +35,26 @@ class Route:
 
 
 class Router:
-    """Handlers in registration order; the first route that matches an event wins."""
+    """Which handler answers an event: the first route that matches wins.
+
+    Routes are tried in registration order, then the included routers (``include``) in
+    order, then this router's ``fallback`` (text and commands only). A plugin is a module
+    holding a Router, named in the config (``plugins: ["mybot.handlers:router"]``); the
+    gateway includes plugins in order, before the built-in agent, so a plugin's command
+    shadows the agent's.
+
+    Registration, by decorator: ``command("name", admin=False)`` for ``/name args``,
+    ``text(regex)`` for messages, ``on(Kind.EDIT, when=...)`` for any kind of event,
+    ``fallback`` for whatever nothing else matched, ``middleware`` for an aiogram-shaped
+    ``async (handler, event, data)`` wrapper around every handler this router (and its
+    children) resolves; ``data["ctx"]`` is the :class:`Context`. Example::
+
+        router = Router()
+
+        @router.command("roll")
+        async def roll(ctx: Context) -> None:
+            await ctx.reply(str(await ctx.step("roll", lambda: random.randint(1, 6))))
+    """
 
     def __init__(self, name: str = "router") -> None:
         self.name = name

@@ -70,7 +70,23 @@ class Attachment(_Model):
 
 
 class Event(_Model):
-    """A normalized inbound event. ``key`` is stable across redeliveries of the same thing."""
+    """One thing that happened on a platform (or a cron fire), in the shape every part shares.
+
+    ``key`` is stable across redeliveries of the same thing (``tg:{bot}:{update_id}``,
+    ``dc:msg:{id}``, ``fs:msg:{message_id}``, ``cron:{job}:{time}``): the inbox admits a
+    key once, which is what makes a redelivery a duplicate instead of a second answer.
+
+    What a handler reads: ``kind`` (message, command, edit, callback, cron, system),
+    ``text``, ``command``/``args`` (``/weather Paris`` → ``"weather"``, ``"Paris"``),
+    ``conversation`` (where it happened, so where replies go), ``sender``,
+    ``message_id``, ``reply_to``/``reply_to_bot``, ``mentions``/``mentions_bot``,
+    ``attachments``, ``timestamp``, ``meta`` (platform extras, e.g. a cron fire's
+    ``job`` and ``deliver``) and ``raw`` (the payload as the platform sent it).
+
+    Events are frozen: the stored row, every attempt and the dead-letter snapshot see the
+    same one. Adapters make them in their pure normalize step (the scheduler makes cron
+    fires); ``v`` versions the JSON.
+    """
 
     v: int = SCHEMA_VERSION
     key: str
@@ -128,7 +144,14 @@ class Target(_Model):
 
 
 class OutMessage(_Model):
-    """One outbound message: a row in the outbox before it is a platform call."""
+    """One outbound message: a row in the outbox before it is a platform call.
+
+    Handlers never build one: ``ctx.reply``/``ctx.send`` queue it, the checkpoint commits
+    it with the event, and the outbox sends it after. ``key`` (``{event key}#{n}``) is set
+    when it is stored; Discord's nonce and Feishu's uuid derive from it, so a resend is
+    not posted twice. ``format`` is plain, html or markdown; ``meta`` carries what the
+    adapter needs to answer this very event (see :data:`REPLY_META`).
+    """
 
     v: int = SCHEMA_VERSION
     key: str = ""
