@@ -21,7 +21,7 @@ _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 class JobConfig(Section):
     """One ``jobs:`` entry: when it fires, where its messages go, what it does, and what
-    happens to fires missed while Tether was down (see README.md, "Scheduled jobs (cron)")."""
+    happens to fires missed while Tether was down (see docs/cron.md)."""
 
     #: Part of every fire's event key (``cron:{id}:{time}``), so it must be stable.
     id: str

@@ -1,6 +1,6 @@
 """Cron jobs as events: each fire is ``cron:{job}:{scheduled UTC time}`` through the inbox.
 
-Where things are (README.md, "Scheduled jobs (cron)", is the user's side):
+Where things are (docs/cron.md is the user's side):
 
 - ``cron.py``    cron expression → APScheduler trigger; fire-time iteration (DST-safe)
 - ``jobs.py``    ``jobs:`` config → :class:`~tether.scheduler.jobs.Job`, fire events, ledger names
