@@ -26,7 +26,7 @@ from tether.gateway import metrics
 from tether.gateway.context import Context
 from tether.gateway.ratelimit import TokenBucket
 from tether.gateway.routing import NextHandler, Route, Router
-from tether.memory.store import Store
+from tether.memory.roles import PairingStore
 
 log = structlog.get_logger("tether.access")
 
@@ -59,7 +59,7 @@ class Patterns:
 
 
 class Access:
-    def __init__(self, config: AccessConfig, store: Store) -> None:
+    def __init__(self, config: AccessConfig, store: PairingStore) -> None:
         self.config = config
         self.store = store
         self.allow = Patterns([*config.allow, *config.admins])
@@ -135,7 +135,7 @@ def access_router(access: Access) -> Router:
     return router
 
 
-async def _approve(store: Store, code: str) -> str | None:
+async def _approve(store: PairingStore, code: str) -> str | None:
     found = await store.approve_pairing(code) if code else None
     return f"{found.platform}:{found.user_id} ({found.name})" if found else None
 

@@ -39,7 +39,8 @@ from tether.gateway.pipeline import Pipeline
 from tether.gateway.routing import Router
 from tether.memory import tokens
 from tether.memory.sqlite import SqliteStore
-from tether.memory.store import Store, open_store
+from tether.memory.store import Store
+from tether.memory.stores import open_store
 from tether.scheduler.jobs import JobError, check_targets, load_jobs
 from tether.scheduler.routing import with_jobs
 from tether.scheduler.runner import Scheduler

@@ -19,7 +19,9 @@ from tether.config import ConfigError, Settings, load
 from tether.errors import GatewayError
 from tether.gateway import logs
 from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
-from tether.memory.store import Store, open_store
+from tether.memory.roles import PairingStore, ReportStore
+from tether.memory.store import Store
+from tether.memory.stores import open_store
 from tether.scheduler.cli import jobs_command
 from tether.scheduler.jobs import JobError, check_targets, load_jobs
 
@@ -164,7 +166,7 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
     return _on_store(settings, lambda store: _status_on(settings, store, args.json))
 
 
-async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
+async def _status_on(settings: Settings, store: ReportStore, as_json: bool) -> int:
     counts = await store.counts()
     activity = await store.activity()
     today = dt.datetime.now(dt.UTC).date().isoformat()
@@ -222,7 +224,7 @@ def _pair(settings: Settings, args: argparse.Namespace) -> int:
     return _on_store(settings, lambda store: _pair_on(store, args))
 
 
-async def _pair_on(store: Store, args: argparse.Namespace) -> int:
+async def _pair_on(store: PairingStore, args: argparse.Namespace) -> int:
     if args.action == "list":
         pairings = await store.pairings()
         if not pairings:
@@ -274,7 +276,7 @@ def _dead(settings: Settings, args: argparse.Namespace) -> int:
     return _on_store(settings, lambda store: _dead_on(store, args))
 
 
-async def _dead_on(store: Store, args: argparse.Namespace) -> int:
+async def _dead_on(store: ReportStore, args: argparse.Namespace) -> int:
     if args.action == "list":
         letters = await store.dead_letters()
         if not letters:

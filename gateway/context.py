@@ -20,7 +20,7 @@ from tether.events import REPLY_META, Event, OutMessage, Target
 from tether.gateway import metrics
 from tether.gateway.llm import LLM, TaskLLM
 from tether.memory.conversation import ConversationMemory
-from tether.memory.store import Store
+from tether.memory.roles import HandlerStore
 
 T = TypeVar("T")
 Format = Literal["plain", "html", "markdown"]
@@ -81,7 +81,7 @@ class Context:
         event: Event,
         conversation: str,
         attempt: int,
-        store: Store,
+        store: HandlerStore,
         log: structlog.typing.FilteringBoundLogger,
         platforms: frozenset[str],
         llm: LLM | None = None,

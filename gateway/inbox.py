@@ -14,7 +14,7 @@ from tether.events import Event
 from tether.gateway import metrics
 from tether.gateway.access import Throttle
 from tether.gateway.dispatcher import Dispatcher
-from tether.memory.store import Store
+from tether.memory.roles import InboxStore
 
 log = structlog.get_logger("tether.inbox")
 
@@ -22,7 +22,7 @@ log = structlog.get_logger("tether.inbox")
 class Inbox:
     def __init__(
         self,
-        store: Store,
+        store: InboxStore,
         dispatcher: Dispatcher,
         group_sessions: str = "per_user",
         throttle: Throttle | None = None,

@@ -26,22 +26,23 @@ from __future__ import annotations
 
 import fnmatch
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from tether.config.schema import LLMModelConfig, Settings
 from tether.errors import BudgetExceeded, Fatal, Retryable
+from tether.events import Event
 from tether.gateway import metrics
 from tether.memory import tokens
-from tether.memory.store import UsageRecord
+from tether.memory.conversation import ConversationMemory
+from tether.memory.records import UsageRecord
 
 if TYPE_CHECKING:
     import openai
-
-    from tether.gateway.context import Context
 
 log = structlog.get_logger("tether.llm")
 
@@ -215,6 +216,18 @@ class LLM:
         return Completion(text, name, prompt, completion, cost, day)
 
 
+class EventScope(Protocol):
+    """What a :class:`TaskLLM` uses of its handler's ``Context``. Named here, not imported:
+    the context makes its ``ctx.llm`` from this module, so importing it back is a cycle."""
+
+    event: Event
+    conversation: str
+    log: structlog.typing.FilteringBoundLogger
+    memory: ConversationMemory
+
+    async def step(self, name: str, fn: Callable[[], Any]) -> Any: ...
+
+
 class TaskLLM:
     """``ctx.llm``: the LLM as one event sees it, with that event's budget.
 
@@ -223,7 +236,7 @@ class TaskLLM:
     is committed with its checkpoint.
     """
 
-    def __init__(self, llm: LLM | None, ctx: Context) -> None:
+    def __init__(self, llm: LLM | None, ctx: EventScope) -> None:
         self._llm = llm
         self._ctx = ctx
         self.spent = 0

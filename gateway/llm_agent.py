@@ -19,7 +19,7 @@ from tether.gateway.context import Context
 from tether.gateway.routing import Router
 from tether.memory.compaction import compact
 from tether.memory.prompt import assemble
-from tether.memory.store import Fact, Usage
+from tether.memory.records import Fact, Usage
 
 HELP = """\
 Just write to chat with me. Commands:

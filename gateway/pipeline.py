@@ -32,7 +32,8 @@ from tether.gateway.llm import LLM
 from tether.gateway.logs import redactor
 from tether.gateway.routing import Router, call
 from tether.gateway.splitting import split_text
-from tether.memory.store import DeadLetter, InboxRow, OutboxRow, Store
+from tether.memory.records import DeadLetter, InboxRow, OutboxRow
+from tether.memory.roles import EventStore
 
 log = structlog.get_logger("tether.pipeline")
 
@@ -45,7 +46,7 @@ def backoff(attempt: int, base: float, cap: float) -> float:
 class Pipeline:
     def __init__(
         self,
-        store: Store,
+        store: EventStore,
         router: Router,
         adapters: Mapping[str, Adapter],
         config: PipelineConfig,

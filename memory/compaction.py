@@ -20,7 +20,7 @@ from typing import Any
 
 from tether.memory import tokens
 from tether.memory.conversation import ConversationMemory
-from tether.memory.store import Turn, Window
+from tether.memory.records import Turn, Window
 
 Message = dict[str, str]
 Summarize = Callable[[list[Message], int], Awaitable[str]]

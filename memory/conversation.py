@@ -14,19 +14,19 @@ from __future__ import annotations
 import copy
 
 from tether.memory import tokens
-from tether.memory.store import (
+from tether.memory.records import (
     ConversationState,
     Fact,
     MemoryChanges,
-    Store,
     Turn,
     UsageRecord,
     Window,
 )
+from tether.memory.roles import ConversationStore
 
 
 class ConversationMemory:
-    def __init__(self, store: Store, conversation: str) -> None:
+    def __init__(self, store: ConversationStore, conversation: str) -> None:
         self.store = store
         self.conversation = conversation
         self.pending: list[Turn] = []

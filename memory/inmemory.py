@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from tether.events import Event, OutMessage
-from tether.memory.store import (
+from tether.memory.records import (
     UNFINISHED_INBOX,
     UNSENT_OUTBOX,
     ConversationState,
@@ -24,14 +24,17 @@ from tether.memory.store import (
     OutboxRow,
     OutboxStatus,
     Pairing,
-    Store,
     Turn,
     Usage,
     Window,
 )
+from tether.memory.store import Store
 
 
 class MemoryStore(Store):
+    """Dicts and lists behind the store contract. Each method finishes its changes before
+    it awaits anything, so calls on one event loop need no locks."""
+
     def __init__(self) -> None:
         self._inbox: dict[str, InboxRow] = {}
         self._touched: dict[str, float] = {}
@@ -171,28 +174,6 @@ class MemoryStore(Store):
             letter, snapshot=copy.deepcopy(letter.snapshot), created=time.time()
         )
 
-    async def dead_letters(self) -> list[DeadLetter]:
-        self._check()
-        return sorted(self._dead.values(), key=lambda d: d.created)
-
-    async def dead_letter(self, key: str) -> DeadLetter | None:
-        self._check()
-        return self._dead.get(key)
-
-    async def requeue(self, key: str) -> bool:
-        self._check()
-        row = self._inbox.get(key)
-        if row and row.status == "dead":
-            row.status, row.attempts, row.retry_at = "received", 0, None
-            self._touched[key] = time.time()
-            self._dead.pop(key, None)
-            return True
-        out = self._outbox.get(key)
-        if out and out.status in ("dead", "unknown"):
-            out.status, out.attempts, out.next_at = "pending", 0, None
-            return True
-        return False
-
     async def inbox_row(self, key: str) -> InboxRow | None:
         self._check()
         row = self._inbox.get(key)
@@ -245,7 +226,7 @@ class MemoryStore(Store):
         rows = [r for r in self._outbox.values() if r.event_key == event_key]
         return [replace(r) for r in sorted(rows, key=lambda r: r.seq)]
 
-    # -- memory ---------------------------------------------------------------------
+    # -- conversation memory --------------------------------------------------------
 
     async def history(self, conversation: str, limit: int) -> list[Turn]:
         self._check()
@@ -323,15 +304,6 @@ class MemoryStore(Store):
             if conv == conversation and day >= since
         ]
         return sorted(rows, key=lambda row: (row.day, row.model))
-
-    async def spend(self, since: str) -> dict[str, tuple[int, float]]:
-        self._check()
-        out: dict[str, tuple[int, float]] = {}
-        for (_conv, day, model), row in sorted(self._usage.items()):
-            if day >= since:
-                tokens, cost = out.get(model, (0, 0.0))
-                out[model] = (tokens + row.tokens, cost + row.cost)
-        return out
 
     def _apply(self, key: str, changes: MemoryChanges, now: float) -> None:
         conversation = changes.conversation
@@ -415,6 +387,18 @@ class MemoryStore(Store):
         self._check()
         return [replace(p) for p in sorted(self._pairings.values(), key=lambda p: p.created)]
 
+    # -- reporting (status, dead letters) -------------------------------------------
+
+    async def counts(self) -> dict[str, dict[str, int]]:
+        self._check()
+        inbox: dict[str, int] = {}
+        for row in self._inbox.values():
+            inbox[row.status] = inbox.get(row.status, 0) + 1
+        outbox: dict[str, int] = {}
+        for out in self._outbox.values():
+            outbox[out.status] = outbox.get(out.status, 0) + 1
+        return {"inbox": inbox, "outbox": outbox}
+
     async def activity(self) -> dict[str, dict[str, float]]:
         self._check()
         out: dict[str, dict[str, float]] = {}
@@ -428,15 +412,36 @@ class MemoryStore(Store):
                 seen["sent"] = max(seen.get("sent", 0.0), self._sent_at.get(sent.key, 0.0))
         return out
 
-    async def counts(self) -> dict[str, dict[str, int]]:
+    async def spend(self, since: str) -> dict[str, tuple[int, float]]:
         self._check()
-        inbox: dict[str, int] = {}
-        for row in self._inbox.values():
-            inbox[row.status] = inbox.get(row.status, 0) + 1
-        outbox: dict[str, int] = {}
-        for out in self._outbox.values():
-            outbox[out.status] = outbox.get(out.status, 0) + 1
-        return {"inbox": inbox, "outbox": outbox}
+        out: dict[str, tuple[int, float]] = {}
+        for (_conv, day, model), row in sorted(self._usage.items()):
+            if day >= since:
+                tokens, cost = out.get(model, (0, 0.0))
+                out[model] = (tokens + row.tokens, cost + row.cost)
+        return out
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        self._check()
+        return sorted(self._dead.values(), key=lambda d: d.created)
+
+    async def dead_letter(self, key: str) -> DeadLetter | None:
+        self._check()
+        return self._dead.get(key)
+
+    async def requeue(self, key: str) -> bool:
+        self._check()
+        row = self._inbox.get(key)
+        if row and row.status == "dead":
+            row.status, row.attempts, row.retry_at = "received", 0, None
+            self._touched[key] = time.time()
+            self._dead.pop(key, None)
+            return True
+        out = self._outbox.get(key)
+        if out and out.status in ("dead", "unknown"):
+            out.status, out.attempts, out.next_at = "pending", 0, None
+            return True
+        return False
 
 
 def _tokens(turn: Turn) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tether.memory import tokens
 from tether.memory.conversation import ConversationMemory
-from tether.memory.store import ConversationState, Fact, Turn, Window
+from tether.memory.records import ConversationState, Fact, Turn, Window
 
 Message = dict[str, str]
 _ROLES = frozenset({"user", "assistant", "system"})

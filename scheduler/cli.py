@@ -14,12 +14,14 @@ import uuid
 from datetime import datetime
 
 from tether.config.schema import Settings
-from tether.memory.store import Store
+from tether.memory.roles import InboxStore
 from tether.scheduler.cron import parse_time, stamp, zone
 from tether.scheduler.jobs import Job, fire_key, last_cursor, load_jobs, manual_cursor, now_utc
 
 
-async def jobs_command(settings: Settings, store: Store, action: str, job_id: str | None) -> int:
+async def jobs_command(
+    settings: Settings, store: InboxStore, action: str, job_id: str | None
+) -> int:
     jobs = load_jobs(settings, import_handlers=False)
     if action == "list":
         return await _list(jobs, store)
@@ -31,7 +33,7 @@ async def jobs_command(settings: Settings, store: Store, action: str, job_id: st
     return await _run(settings, found, store)
 
 
-async def _list(jobs: list[Job], store: Store) -> int:
+async def _list(jobs: list[Job], store: InboxStore) -> int:
     if not jobs:
         print("no jobs configured")
         return 0
@@ -69,7 +71,7 @@ async def _list(jobs: list[Job], store: Store) -> int:
     return 0
 
 
-async def _run(settings: Settings, job: Job, store: Store) -> int:
+async def _run(settings: Settings, job: Job, store: InboxStore) -> int:
     now = now_utc()
     suffix = f"{stamp(now)}-{uuid.uuid4().hex[:8]}"
     event = job.event(now, manual=suffix)

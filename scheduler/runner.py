@@ -35,7 +35,8 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from tether.events import Event
 from tether.gateway import metrics
 from tether.gateway.inbox import Inbox
-from tether.memory.store import UNFINISHED_INBOX, Store
+from tether.memory.records import UNFINISHED_INBOX
+from tether.memory.roles import InboxStore
 from tether.scheduler.cron import parse_time, stamp
 from tether.scheduler.jobs import Job, decided_cursor, fire_key, last_cursor, now_utc
 from tether.scheduler.ledger import OVERLAP, Plan, Skip, plan
@@ -59,7 +60,7 @@ class _State:
 
 class Scheduler:
     def __init__(
-        self, jobs: Sequence[Job], store: Store, inbox: Inbox, *, clock: Clock = now_utc
+        self, jobs: Sequence[Job], store: InboxStore, inbox: Inbox, *, clock: Clock = now_utc
     ) -> None:
         self.jobs = {job.id: job for job in jobs}
         self.store = store
@@ -247,6 +248,6 @@ class Scheduler:
                 )
 
 
-async def _read_cursors(store: Store, names: Sequence[str]) -> dict[str, str]:
+async def _read_cursors(store: InboxStore, names: Sequence[str]) -> dict[str, str]:
     values = await asyncio.gather(*(store.cursor(name) for name in names))
     return {name: value for name, value in zip(names, values, strict=True) if value is not None}

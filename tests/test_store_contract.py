@@ -24,8 +24,8 @@ from tether.memory.store import (
     Store,
     Turn,
     UsageRecord,
-    open_store,
 )
+from tether.memory.stores import open_store
 
 CHAT = Conversation(platform="test", chat_id="c1")
 

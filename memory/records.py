@@ -1,0 +1,187 @@
+"""The rows the store hands out and takes in: plain dataclasses, nothing that does I/O.
+
+They live apart from the role protocols (:mod:`tether.memory.roles`) so that a module
+that only reads a :class:`Turn` or builds a :class:`MemoryChanges` does not depend on
+the store's whole interface. (``tether.memory.rows`` is something else: the SQL stores'
+decoders from database rows to these.)
+
+Inbox statuses:  received → running → done | retry_wait | dead
+Outbox statuses: pending → sending → sent | retry_wait | dead | unknown
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tether.events import Event, OutMessage
+
+InboxStatus = Literal["received", "running", "done", "retry_wait", "dead"]
+OutboxStatus = Literal["pending", "sending", "sent", "retry_wait", "dead", "unknown"]
+UNFINISHED_INBOX: tuple[InboxStatus, ...] = ("received", "running", "retry_wait")
+UNSENT_OUTBOX: tuple[OutboxStatus, ...] = ("pending", "sending", "retry_wait")
+
+
+@dataclass(slots=True)
+class InboxRow:
+    """An accepted event and where it is in its life; ``seq`` orders its conversation's lane."""
+
+    seq: int
+    key: str
+    conversation: str
+    event: Event
+    status: InboxStatus = "received"
+    attempts: int = 0
+    retry_at: float | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class OutboxRow:
+    """One message to send, written by its event's checkpoint; ``seq`` orders its chat's lane."""
+
+    seq: int
+    key: str
+    event_key: str
+    message: OutMessage
+    status: OutboxStatus = "pending"
+    attempts: int = 0
+    next_at: float | None = None
+    platform_id: str | None = None
+    error: str | None = None
+
+    @property
+    def platform(self) -> str:
+        return self.message.target.platform
+
+
+@dataclass(slots=True)
+class Turn:
+    """One line of conversation history; ``tokens`` is counted once, when it is written."""
+
+    conversation: str
+    role: str
+    text: str
+    event_key: str = ""
+    tokens: int | None = None
+    created: float = 0.0
+    summarized: bool = False
+    #: The row id, increasing in write order (0 until stored); history windows page on it.
+    id: int = 0
+
+
+@dataclass(slots=True)
+class ConversationState:
+    """A conversation's own settings and its compacted past (the ``conversations`` row)."""
+
+    conversation: str
+    #: Overrides ``agent.persona`` for this conversation (``/persona``); None: the default.
+    persona: str | None = None
+    #: The running summary of every turn marked ``summarized``.
+    summary: str = ""
+    summary_tokens: int = 0
+    #: The newest message id the summary covers.
+    summarized_upto: int = 0
+    #: Messages with an id up to this one are archive, out of the context (``/reset``).
+    context_from: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Fact:
+    """Long-term memory: something the user or the agent asked to remember."""
+
+    id: int
+    conversation: str
+    text: str
+    tokens: int
+    created: float = 0.0
+
+
+@dataclass(slots=True)
+class UsageRecord:
+    """One LLM call's spend. ``name`` is unique within its event, so recording is idempotent."""
+
+    name: str
+    model: str
+    #: The UTC day the call was made, ``YYYY-MM-DD``.
+    day: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float = 0.0
+
+
+@dataclass(slots=True)
+class Usage:
+    """Spend per conversation, model and day."""
+
+    conversation: str
+    model: str
+    day: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    calls: int
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(slots=True)
+class Window:
+    """The newest unsummarized turns that fit a token budget, oldest first."""
+
+    turns: list[Turn]
+    tokens: int
+    #: Older unsummarized turns exist that did not fit: time to compact.
+    more: bool
+
+
+@dataclass(slots=True)
+class MemoryChanges:
+    """What one event changes in its conversation's memory besides new turns.
+
+    Committed in the event's checkpoint transaction, so a crash never applies half of it
+    and a repeated checkpoint applies nothing twice.
+    """
+
+    conversation: str
+    #: The whole new ``conversations`` row, when persona, summary or context changed.
+    state: ConversationState | None = None
+    #: New facts as ``(text, tokens)``.
+    facts: list[tuple[str, int]] = field(default_factory=list)
+    #: Ids of facts to forget.
+    forget: list[int] = field(default_factory=list)
+    #: ``(first, last)`` message ids the new summary covers; they are marked, never deleted.
+    summarized: tuple[int, int] | None = None
+    usage: list[UsageRecord] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.state or self.facts or self.forget or self.summarized or self.usage)
+
+
+@dataclass(slots=True)
+class DeadLetter:
+    """A buried event with what it saw (``snapshot``), kept so an operator can look and retry."""
+
+    key: str
+    conversation: str
+    event: Event
+    error: str
+    traceback: str
+    snapshot: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0
+
+
+@dataclass(slots=True)
+class Pairing:
+    """A sender who asked to talk to the bot; ``approved`` once the owner said yes."""
+
+    platform: str
+    user_id: str
+    name: str
+    code: str
+    status: Literal["pending", "approved"]
+    created: float
+    updated: float

@@ -1,0 +1,295 @@
+"""The store seen by each of its users: one protocol per role, so that code asks only for
+the methods it calls.
+
+Methods are shaped around the pipeline's transitions, not around tables, so that a
+backend can batch them (SQLite's group commit) or lock them (PostgreSQL's SKIP LOCKED)
+as it needs. :class:`tether.memory.store.Store` is the whole: every role plus opening
+and closing, which is what the three implementations subclass.
+
+Roles, in the order an event meets them:
+
+- :class:`LaneLocks`: cross-process locks on a lane, for stores several processes share;
+- :class:`CursorStore`: how far each platform's stream has been accepted;
+- :class:`InboxStore`: accept, recover, run (begin → checkpoint | retry_later | bury);
+- :class:`StepStore`: the memoized results of a handler's ``ctx.step``;
+- :class:`OutboxStore`: the replies a checkpoint wrote, until they are sent;
+- :class:`ConversationStore`: history, the context window, summary, facts and spend;
+- :class:`PairingStore`: who asked to talk to the bot and who was approved;
+- :class:`ReportStore`: counts, spend, activity and dead letters, for status and the CLI.
+
+Why protocols whose methods are also ``abc.abstractmethod``: a consumer (and a test's
+fake) only has to be shaped right, not inherit anything; and a store that does subclass
+:class:`Store` but misses a method fails when it is constructed, not on the first call
+in production. ``Protocol``'s metaclass is an ``ABCMeta``, so both hold at once.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from tether.events import Event, OutMessage
+from tether.memory.records import (
+    ConversationState,
+    DeadLetter,
+    Fact,
+    InboxRow,
+    MemoryChanges,
+    OutboxRow,
+    OutboxStatus,
+    Pairing,
+    Turn,
+    Usage,
+    Window,
+)
+
+
+class LaneLocks(Protocol):
+    """A lane (a conversation's events, a chat's replies) run by one process at a time."""
+
+    #: Several gateway processes may use this store at once (PostgreSQL). They then take a
+    #: lane with :meth:`try_lock` before running it.
+    shared: bool = False
+
+    async def try_lock(self, name: str) -> bool:
+        """Take the cross-process lock ``name``; stores used by one process always succeed."""
+        return True
+
+    async def unlock(self, name: str) -> None:
+        """Release :meth:`try_lock`'s lock."""
+        return None  # a body, so that type checkers do not take it for abstract
+
+
+class CursorStore(Protocol):
+    """Named positions in outside streams (a Telegram update id, a Discord message id)."""
+
+    @abc.abstractmethod
+    async def cursor(self, name: str) -> str | None: ...
+
+    @abc.abstractmethod
+    async def set_cursor(self, name: str, value: str) -> None: ...
+
+    @abc.abstractmethod
+    async def recent_cursors(self, prefix: str, since: float) -> dict[str, str]:
+        """Cursors whose name starts with ``prefix``, set at or after ``since`` (epoch s).
+
+        How an adapter finds what was active before a restart (Discord: the channels to
+        backfill) from the cursors it already commits with its events, instead of
+        keeping a second list that could disagree with them.
+        """
+
+
+class InboxStore(LaneLocks, CursorStore, Protocol):
+    """Events from accept to done or dead. Cursors belong here because :meth:`accept`
+    commits them with the events; locks, because a shared store's lanes need them."""
+
+    @abc.abstractmethod
+    async def accept(
+        self, items: Sequence[tuple[Event, str]], cursors: Mapping[str, str] | None = None
+    ) -> list[InboxRow | None]:
+        """Insert-or-ignore ``(event, conversation)`` pairs and set ``cursors``, atomically.
+
+        Returns the new row for each item, or ``None`` where the key was already known.
+        Once this returns, the events are durable and the platform may be acknowledged.
+        """
+
+    @abc.abstractmethod
+    async def recover(self) -> list[InboxRow]:
+        """Every unfinished row by seq. A store used by one process also puts stale
+        ``running`` rows back to ``received``; a shared store leaves that to whoever takes
+        the conversation's lane (another process may be running them)."""
+
+    @abc.abstractmethod
+    async def pending(self, older_than: float) -> list[InboxRow]:
+        """``received`` rows last touched before ``older_than`` (epoch seconds), by seq."""
+
+    @abc.abstractmethod
+    async def lane(self, conversation: str) -> list[InboxRow]:
+        """The conversation's unfinished events by seq (read while holding its lane)."""
+
+    @abc.abstractmethod
+    async def busy_conversations(self) -> list[str]:
+        """Conversations with unfinished events."""
+
+    @abc.abstractmethod
+    async def inbox_row(self, key: str) -> InboxRow | None: ...
+
+    @abc.abstractmethod
+    async def begin(self, row: InboxRow) -> None:
+        """Mark the row running and count the attempt (``row.attempts`` goes up by one).
+
+        Need not be durable on return, but must be ordered before every later write
+        for the same event (its steps, its checkpoint).
+        """
+
+    @abc.abstractmethod
+    async def checkpoint(
+        self,
+        key: str,
+        outbox: Sequence[OutMessage],
+        turns: Sequence[Turn],
+        changes: MemoryChanges | None = None,
+    ) -> list[OutboxRow]:
+        """ONE transaction: the inbox row done, the outbox rows, the history rows, and the
+        event's other memory ``changes`` (conversation row, facts, summarized marks, usage).
+
+        Idempotent: outbox keys, (event key, position) of turns and facts, and (event key,
+        call name) of usage are unique, so a repeated checkpoint of the same event adds
+        nothing.
+        """
+
+    @abc.abstractmethod
+    async def retry_later(self, key: str, retry_at: float, error: str) -> None: ...
+
+    @abc.abstractmethod
+    async def bury(self, letter: DeadLetter) -> None:
+        """Mark the event dead and keep its snapshot in ``dead_letters``."""
+
+
+class StepStore(Protocol):
+    """Results of ``ctx.step``, so a retried or recovered event does not redo costly calls."""
+
+    @abc.abstractmethod
+    async def step(self, key: str, name: str) -> str | None:
+        """The stored JSON result of step ``name`` of event ``key``, if it completed."""
+
+    @abc.abstractmethod
+    async def save_step(self, key: str, name: str, result: str) -> None: ...
+
+    @abc.abstractmethod
+    async def steps(self, key: str) -> dict[str, str]: ...
+
+
+class OutboxStore(LaneLocks, Protocol):
+    """Replies from their checkpoint until they are sent, dead, or of unknown fate."""
+
+    @abc.abstractmethod
+    async def unsent(self) -> list[OutboxRow]:
+        """Outbox rows not yet in a final state, by seq (``sending`` ones included)."""
+
+    async def unsent_for(self, target: str) -> list[OutboxRow]:
+        """Unsent outbox rows for one chat (``Target.key``), by seq."""
+        return [row for row in await self.unsent() if row.message.target.key == target]
+
+    async def busy_targets(self) -> list[str]:
+        """Chats with unsent outbox rows."""
+        return list(dict.fromkeys(row.message.target.key for row in await self.unsent()))
+
+    @abc.abstractmethod
+    async def mark_outbox(
+        self,
+        key: str,
+        status: OutboxStatus,
+        *,
+        attempts: int | None = None,
+        next_at: float | None = None,
+        platform_id: str | None = None,
+        error: str | None = None,
+        durable: bool = True,
+    ) -> None:
+        """Set a row's status. ``durable=False`` may return before the write commits (it
+        is still ordered before every later write): for ``sent``, where a crash in
+        between leaves the row ``sending``, which recovery treats as ambiguous."""
+
+    @abc.abstractmethod
+    async def outbox_rows(self, event_key: str) -> list[OutboxRow]: ...
+
+
+class ConversationStore(Protocol):
+    """A conversation's committed memory, read by handlers; it is written only by the
+    event's checkpoint (:meth:`InboxStore.checkpoint`), never here."""
+
+    @abc.abstractmethod
+    async def history(self, conversation: str, limit: int) -> list[Turn]:
+        """The newest ``limit`` turns of ``conversation``, oldest first."""
+
+    @abc.abstractmethod
+    async def recent(self, conversation: str, budget: int, *, after_id: int = 0) -> Window:
+        """The newest unsummarized turns with ``id > after_id`` whose stored token counts
+        fit ``budget``, oldest first.
+
+        Reads newest-first and stops at the first turn that does not fit, so its cost
+        follows the budget, not the length of the history.
+        """
+
+    @abc.abstractmethod
+    async def oldest_unsummarized(
+        self, conversation: str, budget: int, *, after_id: int = 0, before_id: int | None = None
+    ) -> list[Turn]:
+        """The oldest unsummarized turns with ``after_id < id < before_id`` that fit
+        ``budget`` (at least one, however large), oldest first: the next part to compact."""
+
+    @abc.abstractmethod
+    async def last_message_id(self, conversation: str) -> int:
+        """The id of the conversation's newest message, 0 if it has none."""
+
+    @abc.abstractmethod
+    async def conversation(self, conversation: str) -> ConversationState:
+        """The conversation's row, or a default one if nothing was ever stored."""
+
+    @abc.abstractmethod
+    async def facts(self, conversation: str, budget: int | None = None) -> list[Fact]:
+        """The conversation's facts, oldest first: all, or the newest that fit ``budget``."""
+
+    @abc.abstractmethod
+    async def usage(self, conversation: str, since: str = "") -> list[Usage]:
+        """Spend of ``conversation`` per model and day from UTC day ``since`` on, by day."""
+
+
+class PairingStore(Protocol):
+    """Access control's memory: pending pairing requests and approved senders."""
+
+    @abc.abstractmethod
+    async def pairing(self, platform: str, user_id: str) -> Pairing | None: ...
+
+    @abc.abstractmethod
+    async def request_pairing(self, platform: str, user_id: str, name: str, code: str) -> Pairing:
+        """Record a pending request with ``code``, or return the sender's existing one."""
+
+    @abc.abstractmethod
+    async def approve_pairing(self, code: str) -> Pairing | None:
+        """Approve the request with ``code`` (case-insensitive); None if there is none."""
+
+    @abc.abstractmethod
+    async def revoke_pairing(self, platform: str, user_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def pairings(self) -> list[Pairing]: ...
+
+
+class ReportStore(Protocol):
+    """What ``tether status``, ``tether dead`` and the metrics read across all conversations."""
+
+    @abc.abstractmethod
+    async def counts(self) -> dict[str, dict[str, int]]:
+        """``{"inbox": {status: n}, "outbox": {status: n}}``."""
+
+    @abc.abstractmethod
+    async def spend(self, since: str) -> dict[str, tuple[int, float]]:
+        """LLM spend of every conversation from UTC day ``since`` on: model → (tokens, cost)."""
+
+    @abc.abstractmethod
+    async def activity(self) -> dict[str, dict[str, float]]:
+        """Per platform: ``{"received": last inbound time, "sent": last delivery time}``."""
+
+    @abc.abstractmethod
+    async def dead_letters(self) -> list[DeadLetter]: ...
+
+    @abc.abstractmethod
+    async def dead_letter(self, key: str) -> DeadLetter | None: ...
+
+    @abc.abstractmethod
+    async def requeue(self, key: str) -> bool:
+        """Send a dead event (or a dead/unknown outbox row) round again; False if none."""
+
+
+# -- what one consumer sees when it needs more than one role ---------------------------
+
+
+class HandlerStore(StepStore, ConversationStore, Protocol):
+    """A handler's :class:`~tether.gateway.context.Context`: its steps and its memory."""
+
+
+class EventStore(InboxStore, HandlerStore, Protocol):
+    """One event's run in the pipeline: its inbox transitions and its handler's roles."""

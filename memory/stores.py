@@ -1,0 +1,36 @@
+"""Which store a ``memory.store`` URL names.
+
+Kept apart from :mod:`tether.memory.store` because it imports all three
+implementations, and each of them imports the protocol: in one module that was a cycle.
+Implementations are imported only for the scheme asked for, so a SQLite user never
+loads the PostgreSQL driver.
+"""
+
+from __future__ import annotations
+
+from tether.memory.store import Store
+
+
+def open_store(url: str, *, synchronous: str = "normal") -> Store:
+    """The store the ``memory.store`` setting names, by its scheme; not opened yet."""
+    if url.startswith("sqlite://"):
+        from tether.memory.sqlite import SqliteStore
+
+        return SqliteStore(sqlite_path(url), synchronous=synchronous)
+    if url.startswith(("postgresql://", "postgres://")):
+        from tether.memory.postgres import PostgresStore
+
+        return PostgresStore(url)
+    if url.startswith("memory://"):
+        from tether.memory.inmemory import MemoryStore
+
+        return MemoryStore()
+    raise ValueError(f"memory.store: unsupported store {url.split(':', 1)[0]!r}")
+
+
+def sqlite_path(url: str) -> str:
+    """``sqlite:///rel.db`` → ``rel.db``; ``sqlite:////abs.db`` → ``/abs.db``."""
+    path = url.removeprefix("sqlite://")
+    if path.startswith("/"):
+        path = path[1:]
+    return path or ":memory:"
