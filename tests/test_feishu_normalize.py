@@ -1,0 +1,609 @@
+"""The Feishu normalizer on its own: payload dicts in, an Event or a Dropped out.
+
+No server, no adapter, no SDK: :func:`normalize` is pure, so every shape it handles is
+fed to it directly, with the key, conversation, kind, text, command and sender asserted.
+Then it is fuzzed (Hypothesis: arbitrary JSON, and the right shape with wrong types)
+and run over the collected corpus of real payloads: it must never raise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tether.adapters.feishu.normalize import IGNORED, SKIPPED, Bot, event_id_of, normalize
+from tether.adapters.kit import Dropped
+from tether.events import Attachment, Event, Kind
+
+BOT = Bot(open_id="ou_tether", name="Tether")
+ALL_GROUPS = Bot(open_id="ou_tether", name="Tether", answer_groups="all")
+CREATED_MS = "1767225600000"  # 2026-01-01T00:00:00Z
+CREATED = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def receive(
+    message_id: str = "om_100",
+    *,
+    text: str | None = "hello there",
+    content: Any = None,
+    message_type: str = "text",
+    chat_id: str = "oc_room",
+    chat_type: str = "p2p",
+    sender: Any = None,
+    mentions: Any = None,
+    event_id: str = "ev_100",
+    **message_fields: Any,
+) -> dict[str, Any]:
+    """An ``im.message.receive_v1`` event (schema 2.0), written for these tests."""
+    if content is None:
+        content = {"text": text}
+    message: dict[str, Any] = {
+        "message_id": message_id,
+        "chat_id": chat_id,
+        "chat_type": chat_type,
+        "message_type": message_type,
+        "content": content if isinstance(content, str) else json.dumps(content),
+        "create_time": CREATED_MS,
+        **message_fields,
+    }
+    if mentions is not None:
+        message["mentions"] = mentions
+    if sender is None:
+        sender = {
+            "sender_id": {"open_id": "ou_mei", "union_id": "on_mei", "user_id": "u_mei"},
+            "sender_type": "user",
+            "tenant_key": "tk_sender",
+        }
+    return {
+        "schema": "2.0",
+        "header": {
+            "event_id": event_id,
+            "event_type": "im.message.receive_v1",
+            "create_time": "1767225601000",
+            "token": "secret-verification-token",
+            "app_id": "cli_tests",
+            "tenant_key": "tk_header",
+        },
+        "event": {"sender": sender, "message": message},
+    }
+
+
+def other(event_type: str, event: Any, event_id: str = "ev_200") -> dict[str, Any]:
+    """Any other v2 event: a header and an event body."""
+    header = {"event_id": event_id, "event_type": event_type, "create_time": CREATED_MS}
+    return {"schema": "2.0", "header": {**header, "token": "tok"}, "event": event}
+
+
+def at(key: str, open_id: str, name: str, **ids: str) -> dict[str, Any]:
+    return {"key": key, "id": {"open_id": open_id, **ids}, "name": name}
+
+
+def event_of(payload: dict[str, Any], bot: Bot = BOT) -> Event:
+    outcome = normalize(payload, bot)
+    assert isinstance(outcome, Event), outcome
+    return outcome
+
+
+def dropped(payload: Any, bot: Bot = BOT) -> Dropped:
+    outcome = normalize(payload, bot)
+    assert isinstance(outcome, Dropped), outcome
+    return outcome
+
+
+# -- text, DMs and groups ----------------------------------------------------------------
+
+
+def test_text_in_a_dm_becomes_a_message_with_every_field() -> None:
+    event = event_of(receive("om_dm", text="hello there"))
+    assert event.key == "fs:msg:om_dm" and event.message_id == "om_dm"
+    assert (event.platform, event.kind, event.text) == ("feishu", Kind.MESSAGE, "hello there")
+    assert event.conversation.key == "feishu:oc_room"
+    assert (event.conversation.chat_type, event.conversation.thread_id) == ("dm", None)
+    assert event.sender is not None
+    assert (event.sender.id, event.sender.is_bot) == ("ou_mei", False)
+    assert (event.command, event.args, event.reply_to) == (None, "", None)
+    assert (event.mentions, event.mentions_bot, event.attachments) == ([], False, [])
+    assert event.timestamp == CREATED  # the message's create_time, not the header's
+    assert event.meta == {
+        "event_id": "ev_100",
+        "message_type": "text",
+        "tenant_key": "tk_header",
+        "open_id": "ou_mei",
+        "union_id": "on_mei",
+        "user_id": "u_mei",
+    }
+    assert event.raw is not None
+    assert "token" not in event.raw["header"] and event.raw["header"]["app_id"] == "cli_tests"
+    assert "secret-verification-token" not in json.dumps(event.raw)
+
+
+def test_the_key_is_the_message_not_the_event() -> None:
+    first = event_of(receive("om_same", event_id="ev_1"))
+    again = event_of(receive("om_same", event_id="ev_2"))  # Feishu's retry: a new event id
+    assert first.key == again.key == "fs:msg:om_same"
+    assert (first.meta["event_id"], again.meta["event_id"]) == ("ev_1", "ev_2")
+
+
+def test_a_group_message_that_mentions_the_bot() -> None:
+    mentions = [at("@_user_1", "ou_tether", "Tether"), at("@_user_2", "ou_lin", "Lin")]
+    payload = receive(
+        "om_g", text="@_user_1 ask @_user_2", chat_type="group", chat_id="oc_g", mentions=mentions
+    )
+    event = event_of(payload)
+    assert (event.kind, event.text) == (Kind.MESSAGE, "@Tether ask @Lin")
+    assert event.conversation.key == "feishu:oc_g" and event.conversation.chat_type == "group"
+    assert (event.mentions, event.mentions_bot) == (["ou_tether", "ou_lin"], True)
+    assert event.session() == "feishu:oc_g:uou_mei"  # per user in groups, by default
+
+
+def test_a_group_message_without_the_bot_is_ignored_unless_all_groups_are_answered() -> None:
+    payload = receive(
+        "om_g",
+        text="@_user_1 lunch?",
+        chat_type="group",
+        mentions=[at("@_user_1", "ou_lin", "Lin")],
+    )
+    assert dropped(payload) == Dropped(IGNORED, "group message does not mention the bot")
+    event = event_of(payload, ALL_GROUPS)
+    assert (event.text, event.mentions, event.mentions_bot) == ("@Lin lunch?", ["ou_lin"], False)
+    # A chat type Feishu may add later is treated as a group, not as a DM.
+    assert event_of(receive(chat_type="topic_group"), ALL_GROUPS).conversation.chat_type == "group"
+
+
+def test_without_a_known_open_id_nothing_mentions_the_bot() -> None:
+    mentions = [at("@_user_1", "", "Tether")]
+    event = event_of(receive(text="@_user_1 hi", mentions=mentions), Bot(open_id=None))
+    assert (event.mentions, event.mentions_bot) == ([], False)
+
+
+def test_mention_placeholders_and_names() -> None:
+    mentions = [
+        at("@_user_1", "ou_x", "$& the \\1 user"),  # no regex replacement syntax applies
+        {"key": "@_user_2", "id": "ou_plain", "name": ""},  # no name: the placeholder stays
+        {"key": "@_user_3", "id": {"union_id": "on_only"}, "name": "Union"},
+        "not a mention",
+    ]
+    text = "@_user_1 @_user_2 @_user_3 @_user_9 @_all"
+    event = event_of(receive(text=text, mentions=mentions))
+    assert event.text == "@$& the \\1 user @_user_2 @Union @_user_9 @all"
+    assert event.mentions == ["ou_x", "ou_plain", "on_only"]
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def test_a_command_in_a_dm() -> None:
+    event = event_of(receive(text="/Weather   Berlin  Mitte "))
+    assert (event.kind, event.command, event.args) == (Kind.COMMAND, "weather", "Berlin  Mitte")
+    assert event.text == "/Weather   Berlin  Mitte "
+
+
+def test_a_command_addressed_to_the_bot_by_its_mention() -> None:
+    # The mention shows the bot's name in that chat, which may differ from the app name.
+    mentions = [at("@_user_1", "ou_tether", "Helper")]
+    payload = receive(text="@_user_1  /help me", chat_type="group", mentions=mentions)
+    event = event_of(payload)
+    assert (event.text, event.kind, event.command, event.args) == (
+        "@Helper  /help me",
+        Kind.COMMAND,
+        "help",
+        "me",
+    )
+
+
+def test_a_command_after_the_app_name_typed_as_text() -> None:
+    event = event_of(receive(text="@Tether /ping"))
+    assert (event.command, event.args, event.mentions_bot) == ("ping", "", False)
+
+
+def test_a_command_addressed_to_another_bot_is_not_ours() -> None:
+    mentions = [at("@_user_1", "ou_other_bot", "Other")]
+    payload = receive(text="@_user_1 /help", chat_type="group", mentions=mentions)
+    assert dropped(payload) == Dropped(IGNORED, "group message does not mention the bot")
+    event = event_of(payload, ALL_GROUPS)
+    assert (event.kind, event.command, event.text) == (Kind.MESSAGE, None, "@Other /help")
+
+
+def test_a_command_with_a_bot_suffix_is_still_a_command() -> None:
+    # Feishu has no /cmd@botname convention; the suffix is not checked against a name.
+    event = event_of(receive(text="/start@SomeBot now"))
+    assert (event.command, event.args) == ("start", "now")
+
+
+def test_text_that_only_looks_like_a_command() -> None:
+    for text in ("/", "a /ping", "/ping-pong", "//ping"):
+        event = event_of(receive(text=text))
+        assert (event.kind, event.command) == (Kind.MESSAGE, None), text
+
+
+# -- threads, topics, replies ----------------------------------------------------------------
+
+
+def test_a_message_in_a_thread_is_its_own_conversation_named_by_the_root() -> None:
+    mentions = [at("@_user_1", "ou_tether", "Tether")]
+    payload = receive(
+        "om_reply",
+        text="@_user_1 and then?",
+        chat_type="group",
+        chat_id="oc_g",
+        mentions=mentions,
+        thread_id="omt_7",
+        root_id="om_root",
+        parent_id="om_prev",
+    )
+    event = event_of(payload)
+    assert event.conversation.key == "feishu:oc_g:om_root"
+    assert event.conversation.target().thread_id == "om_root"  # where send replies
+    assert event.reply_to == "om_prev"
+    assert (event.meta["thread_id"], event.meta["root_id"]) == ("omt_7", "om_root")
+
+
+def test_the_first_message_of_a_topic_names_the_thread_itself() -> None:
+    event = event_of(receive("om_starter", thread_id="omt_new"))
+    assert event.conversation.thread_id == "om_starter" and "root_id" not in event.meta
+
+
+def test_a_quoting_reply_outside_a_thread_stays_in_the_chat() -> None:
+    event = event_of(receive("om_q", root_id="om_root", parent_id="om_root"))
+    assert (event.conversation.thread_id, event.reply_to) == (None, "om_root")
+    assert event.meta["root_id"] == "om_root" and "thread_id" not in event.meta
+
+
+# -- rich text and files ---------------------------------------------------------------------
+
+
+def test_a_post_becomes_lines_of_text_with_its_images_and_videos() -> None:
+    post = {
+        "title": "Release",
+        "content": [
+            [
+                {"tag": "text", "text": "read "},
+                {"tag": "a", "text": "notes", "href": "https://example.org/n"},
+                {
+                    "tag": "a",
+                    "text": "https://example.org/same",
+                    "href": "https://example.org/same",
+                },
+                {"tag": "at", "user_id": "@_user_1", "user_name": "Tether"},
+                {"tag": "at", "user_id": "all"},
+                {"tag": "emotion", "emoji_type": "SMILE"},
+            ],
+            [{"tag": "img", "image_key": "img_a"}, {"tag": "media", "file_key": "file_v"}],
+            [{"tag": "code_block", "language": "py", "text": "x = 1\n"}],
+            [{"tag": "hr"}, {"tag": "md", "text": "**done** @_user_1"}],
+            [{"tag": "unknown", "text": "kept"}, "not an element"],
+            "not a paragraph",
+        ],
+    }
+    mentions = [at("@_user_1", "ou_tether", "Tether")]
+    event = event_of(receive(message_type="post", content=post, mentions=mentions))
+    assert event.text == (
+        "Release\n"
+        "read notes (https://example.org/n)https://example.org/same@Tether@all:SMILE:\n"
+        "\n"
+        "\n```py\nx = 1\n```\n\n"
+        "\n---\n**done** @Tether\n"
+        "kept"
+    )
+    assert event.attachments == [
+        Attachment(kind="image", file_id="img_a"),
+        Attachment(kind="video", file_id="file_v"),
+    ]
+    assert event.meta["message_type"] == "post" and event.mentions_bot
+
+
+def test_a_post_wrapped_in_a_locale() -> None:
+    post = {
+        "en_us": {
+            "title": "",
+            "content": [[{"tag": "text", "text": "hi "}, {"tag": "at", "user_name": "Lin"}]],
+        }
+    }
+    assert event_of(receive(message_type="post", content=post)).text == "hi @Lin"
+
+
+@pytest.mark.parametrize(
+    ("message_type", "content", "attachment"),
+    [
+        ("image", {"image_key": "img_1"}, Attachment(kind="image", file_id="img_1")),
+        (
+            "file",
+            {"file_key": "file_1", "file_name": "plan.pdf"},
+            Attachment(kind="file", file_id="file_1", name="plan.pdf"),
+        ),
+        (
+            "audio",
+            {"file_key": "file_2", "duration": 1200},
+            Attachment(kind="audio", file_id="file_2"),
+        ),
+        (
+            "media",
+            {"file_key": "file_3", "image_key": "img_cover", "file_name": "clip.mp4"},
+            Attachment(kind="video", file_id="file_3", name="clip.mp4"),
+        ),
+        ("sticker", {"file_key": "stk_1"}, Attachment(kind="sticker", file_id="stk_1")),
+    ],
+)
+def test_files_become_attachments_without_text(
+    message_type: str, content: dict[str, Any], attachment: Attachment
+) -> None:
+    event = event_of(receive(f"om_{message_type}", message_type=message_type, content=content))
+    assert (event.kind, event.text, event.attachments) == (Kind.MESSAGE, "", [attachment])
+    assert event.meta["message_type"] == message_type
+
+
+# -- bots ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sender_type", ["app", "bot", "anything-but-user"])
+def test_messages_from_bots_are_ignored_by_default(sender_type: str) -> None:
+    sender = {"sender_id": {"open_id": "ou_peer"}, "sender_type": sender_type}
+    payload = receive(sender=sender, chat_type="group", mentions=[at("@_user_1", "ou_tether", "T")])
+    assert dropped(payload) == Dropped(IGNORED, "from a bot")
+    event = event_of(payload, Bot(open_id="ou_tether", ignore_bots=False))
+    assert event.sender is not None and (event.sender.id, event.sender.is_bot) == ("ou_peer", True)
+
+
+@pytest.mark.parametrize("sender_type", [None, "", "user"])
+def test_a_missing_or_user_sender_type_is_a_person(sender_type: str | None) -> None:
+    sender = {"sender_id": {"user_id": "u_only"}, "sender_type": sender_type}
+    event = event_of(receive(sender=sender))
+    assert event.sender is not None and (event.sender.id, event.sender.is_bot) == ("u_only", False)
+    assert event.meta["tenant_key"] == "tk_header" and "open_id" not in event.meta
+
+
+# -- other events ----------------------------------------------------------------------------
+
+
+def test_an_event_about_a_chat_becomes_a_system_event() -> None:
+    payload = other("im.chat.member.bot.added_v1", {"chat_id": "oc_new", "name": "Team"})
+    event = event_of(payload)
+    assert (event.key, event.kind, event.platform) == ("fs:evt:ev_200", Kind.SYSTEM, "feishu")
+    assert event.conversation.key == "feishu:oc_new" and event.conversation.chat_type == "group"
+    assert event.meta == {"event_type": "im.chat.member.bot.added_v1", "event_id": "ev_200"}
+    assert (event.sender, event.text, event.timestamp) == (None, "", CREATED)
+    assert event.raw is not None and "token" not in event.raw["header"]
+
+
+@pytest.mark.parametrize(
+    ("event_type", "body"),
+    [
+        # A card's button press: the chat is inside ``context``, not at the top.
+        (
+            "card.action.trigger",
+            {
+                "operator": {"open_id": "ou_mei"},
+                "action": {"value": {"choice": "yes"}, "tag": "button"},
+                "context": {"open_message_id": "om_card", "open_chat_id": "oc_room"},
+            },
+        ),
+        # An edit names the message, not the chat, at the top.
+        (
+            "im.message.updated_v1",
+            {"message": {"message_id": "om_100", "chat_id": "oc_room", "content": "{}"}},
+        ),
+        ("im.message.reaction.created_v1", {"message_id": "om_100", "reaction_type": {}}),
+        ("im.message.message_read_v1", {"reader": {"reader_id": {}}, "message_id_list": []}),
+        ("contact.user.created_v3", {"object": {"open_id": "ou_new"}}),
+    ],
+)
+def test_events_without_a_chat_are_skipped_as_unsupported(
+    event_type: str, body: dict[str, Any]
+) -> None:
+    assert dropped(other(event_type, body)) == Dropped(
+        SKIPPED, f"unsupported event type {event_type}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("message_type", "content"),
+    [
+        ("share_chat", {"chat_id": "oc_elsewhere"}),
+        ("share_user", {"user_id": "ou_card"}),
+        ("interactive", {"elements": [{"tag": "div", "text": {"content": "Pick"}}]}),
+        ("merge_forward", {"content": "Merged and Forwarded Message"}),
+        ("system", {"template": "{from_user} invited {to_chatters}"}),
+        ("location", {"name": "Office", "longitude": "1", "latitude": "2"}),
+        ("text", {"text": ""}),  # nothing to answer
+        ("image", {"image_key": ""}),  # a file without its key cannot be fetched
+        ("file", {"file_name": "orphan.txt"}),
+        ("post", {"title": "", "content": [[]]}),  # files outside the paragraphs are not read
+    ],
+)
+def test_messages_without_text_or_files_are_skipped(
+    message_type: str, content: dict[str, Any]
+) -> None:
+    payload = receive(message_type=message_type, content=content)
+    assert dropped(payload) == Dropped(SKIPPED, f"unsupported message type {message_type!r}")
+
+
+def test_a_url_verification_or_a_v1_event_is_not_a_v2_event() -> None:
+    challenge = {"challenge": "abc", "token": "t", "type": "url_verification"}
+    v1 = {"uuid": "u-1", "token": "t", "ts": "1", "type": "event_callback", "event": {}}
+    for payload in (challenge, v1):
+        assert dropped(payload) == Dropped(SKIPPED, "not a v2 event (schema 2.0 has a header)")
+    assert event_id_of(v1) == "u-1" and event_id_of(receive(event_id="ev_9")) == "ev_9"
+
+
+# -- malformed payloads: skipped, never raised -------------------------------------------------
+
+
+def _without(path: tuple[str, ...]) -> dict[str, Any]:
+    payload = receive()
+    node = payload
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]
+    return payload
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ({}, "not a v2 event (schema 2.0 has a header)"),
+        ({"header": "oops", "event": {}}, "not a v2 event (schema 2.0 has a header)"),
+        (_without(("header", "event_id")), "no event_id or event"),
+        (_without(("event",)), "no event_id or event"),
+        ({**receive(), "event": ["not", "a", "dict"]}, "no event_id or event"),
+        (_without(("event", "message")), "message without message_id"),
+        (_without(("event", "message", "message_id")), "message without message_id"),
+        ({**receive(), "event": {"message": "text"}}, "message without message_id"),
+        (receive(content="{not json"), "unsupported message type 'text'"),
+        (receive(content="[1, 2]"), "unsupported message type 'text'"),
+        (receive(content=""), "unsupported message type 'text'"),
+        (receive(message_type=None), "unsupported message type ''"),  # type: ignore[arg-type]
+        (other("im.chat.updated_v1", {"chat_id": 42}), "unsupported event type im.chat.updated_v1"),
+        (other("im.chat.updated_v1", {"chat_id": ""}), "unsupported event type im.chat.updated_v1"),
+    ],
+)
+def test_malformed_payloads_are_skipped_with_their_reason(payload: Any, reason: str) -> None:
+    assert dropped(payload) == Dropped(SKIPPED, reason)
+
+
+def test_fields_of_the_wrong_type_are_skipped_or_read_around() -> None:
+    not_iterable = dropped(receive(mentions=7))
+    assert not_iterable.log_event == SKIPPED
+    assert not_iterable.reason.startswith("cannot normalize: TypeError")
+    # A sender that is not an object: an unknown person, not a crash.
+    nobody = event_of(receive(sender="ou_mei"))
+    assert nobody.sender is not None and (nobody.sender.id, nobody.sender.is_bot) == ("", False)
+    assert event_of(receive(mentions="@_user_1")).mentions == []
+    # An unreadable time is "now": the event is still worth answering.
+    before = datetime.now(UTC)
+    late = event_of(receive(create_time="yesterday"))
+    assert late.timestamp >= before
+    assert event_of(receive(12345)).key == "fs:msg:12345"  # type: ignore[arg-type]
+    # A time far outside what datetime can hold is skipped, not raised.
+    far = dropped(receive(create_time="9" * 30))
+    assert far.log_event == SKIPPED and far.reason.startswith("cannot normalize:")
+
+
+# -- never raises: fuzzed, and over the corpus -------------------------------------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _either(value: Any) -> st.SearchStrategy[Any]:
+    """The field as it should be, or anything JSON can hold in its place."""
+    return st.one_of(st.just(value), JSON)
+
+
+def _shaped() -> st.SearchStrategy[dict[str, Any]]:
+    """A receive_v1 event whose every field may be of the wrong type (or missing)."""
+    content = st.one_of(
+        st.sampled_from(['{"text": "/ping @_user_1"}', '{"image_key": "img"}', "{}"]),
+        JSON.map(json.dumps),
+        st.text(max_size=30),
+    )
+    mention = st.fixed_dictionaries(
+        {"key": _either("@_user_1"), "id": _either({"open_id": "ou_tether"}), "name": _either("T")}
+    )
+    message = st.fixed_dictionaries(
+        {
+            "message_id": _either("om_fuzz"),
+            "chat_id": _either("oc_fuzz"),
+            "chat_type": st.one_of(st.sampled_from(["p2p", "group"]), JSON),
+            "message_type": st.one_of(
+                st.sampled_from(["text", "post", "image", "file", "media", "sticker"]), JSON
+            ),
+            "content": _either("{}") | content,
+            "create_time": _either(CREATED_MS),
+            "mentions": st.one_of(st.lists(st.one_of(mention, JSON), max_size=3), JSON),
+        },
+        optional={"thread_id": JSON, "root_id": JSON, "parent_id": JSON},
+    )
+    sender = st.fixed_dictionaries(
+        {"sender_id": _either({"open_id": "ou_mei"}), "sender_type": _either("user")}
+    )
+    event = st.fixed_dictionaries({"sender": _either({}) | sender, "message": message | JSON})
+    header = st.fixed_dictionaries(
+        {
+            "event_id": _either("ev_fuzz"),
+            "event_type": st.one_of(
+                st.sampled_from(["im.message.receive_v1", "im.chat.member.bot.added_v1"]), JSON
+            ),
+            "create_time": _either(CREATED_MS),
+        },
+        optional={"token": JSON, "tenant_key": JSON},
+    )
+    return st.fixed_dictionaries(
+        {"header": header | JSON, "event": event | JSON}, optional={"schema": JSON}
+    )
+
+
+def _normalizes(payload: dict[str, Any], bot: Bot) -> None:
+    outcome = normalize(payload, bot)
+    assert isinstance(outcome, Event | Dropped)
+    if isinstance(outcome, Event):
+        Event.from_json(outcome.to_json())  # what the inbox stores, it can read back
+    else:
+        assert outcome.log_event in (IGNORED, SKIPPED) and outcome.reason
+
+
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(st.dictionaries(st.text(max_size=10), JSON, max_size=6))
+def test_arbitrary_json_objects_never_raise(payload: dict[str, Any]) -> None:
+    _normalizes(payload, BOT)
+
+
+@FUZZ
+@given(_shaped(), st.sampled_from([BOT, ALL_GROUPS, Bot(ignore_bots=False)]))
+def test_events_of_the_right_shape_with_wrong_types_never_raise(
+    payload: dict[str, Any], bot: Bot
+) -> None:
+    _normalizes(payload, bot)
+
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+
+
+def _corpus_keys() -> dict[str, str]:
+    """Encrypted samples' keys, as SOURCES.md lists them: ``name`` → encrypt key."""
+    sources = CORPUS / "SOURCES.md"
+    text = sources.read_text() if sources.is_file() else ""
+    listed = (
+        r"`(enc_\w+)`\s+\((?:verification\s+)?token\s+`[^`]*`,\s+(?:encrypt\s+)?key\s+`([^`]*)`"
+    )
+    return dict(re.findall(listed, text))
+
+
+def _corpus_files() -> list[Path]:
+    folder = CORPUS / "feishu"
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+@pytest.mark.skipif(not _corpus_files(), reason="no corpus at ../shared/corpus/feishu")
+@pytest.mark.parametrize("path", _corpus_files(), ids=lambda p: p.stem)
+def test_the_corpus_never_raises(path: Path) -> None:
+    payload = json.loads(path.read_text())
+    if "encrypt" in payload:
+        from tether.adapters.feishu.webhook import Verifier  # lark-oapi: only for these
+
+        key = _corpus_keys().get(path.stem)
+        assert key, f"SOURCES.md names no encrypt key for {path.stem}"
+        payload = Verifier(key, None, max_age=300).decrypt(payload["encrypt"])
+        assert isinstance(payload, dict), payload
+    for bot in (BOT, ALL_GROUPS, Bot(open_id="ou_bot", name="Bot", answer_groups="all")):
+        _normalizes(payload, bot)
+        outcome = normalize(payload, bot)
+        header = payload.get("header")
+        message = payload.get("event", {}).get("message") if isinstance(header, dict) else None
+        if isinstance(outcome, Event) and isinstance(message, dict):
+            assert outcome.key == f"fs:msg:{message['message_id']}"
+            assert outcome.conversation.chat_id == message["chat_id"]
