@@ -12,7 +12,7 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from tether.adapters.feishu.normalize import IGNORED, SKIPPED, Bot, event_id_of, normalize
 from tether.adapters.kit import Dropped
 from tether.events import Attachment, Event, Kind
+
+T = TypeVar("T", Event, Dropped)
 
 BOT = Bot(open_id="ou_tether", name="Tether")
 ALL_GROUPS = Bot(open_id="ou_tether", name="Tether", answer_groups="all")
@@ -85,16 +87,18 @@ def at(key: str, open_id: str, name: str, **ids: str) -> dict[str, Any]:
     return {"key": key, "id": {"open_id": open_id, **ids}, "name": name}
 
 
-def event_of(payload: dict[str, Any], bot: Bot = BOT) -> Event:
+def outcome_of(payload: Any, expected: type[T], bot: Bot) -> T:
     outcome = normalize(payload, bot)
-    assert isinstance(outcome, Event), outcome
+    assert isinstance(outcome, expected), outcome
     return outcome
+
+
+def event_of(payload: dict[str, Any], bot: Bot = BOT) -> Event:
+    return outcome_of(payload, Event, bot)
 
 
 def dropped(payload: Any, bot: Bot = BOT) -> Dropped:
-    outcome = normalize(payload, bot)
-    assert isinstance(outcome, Dropped), outcome
-    return outcome
+    return outcome_of(payload, Dropped, bot)
 
 
 # -- text, DMs and groups ----------------------------------------------------------------

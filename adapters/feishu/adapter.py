@@ -22,7 +22,7 @@ from lark_oapi.core.exception import ObtainAccessTokenException
 
 from tether.adapters.base import Adapter, SendRetryable, Sent
 from tether.adapters.feishu.long_connection import LongConnection
-from tether.adapters.feishu.normalize import Bot, event_id_of, normalize
+from tether.adapters.feishu.normalize import IGNORED, Bot, event_id_of, normalize
 from tether.adapters.feishu.send import Messages, request_for
 from tether.adapters.feishu.webhook import Rejected, Verifier, answer
 from tether.adapters.kit import Dropped, open_with_retries
@@ -39,6 +39,9 @@ log = structlog.get_logger("tether.feishu")
 
 
 class FeishuAdapter(Adapter):
+    """One Feishu/Lark app (``platforms.feishu``): its bot's identity, read at
+    :meth:`open`, is what tells a mention of this bot from a mention of anyone else."""
+
     platform = "feishu"
     #: UTF-8 bytes (see :meth:`text_length`). Feishu caps a text message's request body
     #: at 150 KB but a post (how Markdown is sent) at 30 KB, and the text is JSON-escaped
@@ -47,12 +50,14 @@ class FeishuAdapter(Adapter):
     #: or a few screens of English — longer replies are split, code fences kept intact.
     text_limit = 24_000
     idempotent_send = True
+    #: The start-up probe (bot/v3/info): tries, and the reconnect backoff between them
+    #: (seconds, :func:`~tether.backoff.equal_jitter`). Tests shorten them per instance.
+    open_attempts = 5
+    backoff_base = 1.0
+    backoff_max = 30.0
 
     def __init__(self, config: FeishuConfig) -> None:
         self.config = config
-        self.open_attempts = 5
-        self.backoff_base = 1.0
-        self.backoff_max = 30.0
         self.bot_open_id: str | None = None
         self.bot_name: str = ""
         self._client: lark.Client | None = None
@@ -189,7 +194,7 @@ class FeishuAdapter(Adapter):
     async def _commit(self, inbox: Inbox, data: dict[str, Any]) -> None:
         outcome = self.normalize(data)
         if isinstance(outcome, Dropped):
-            emit = log.info if outcome.log_event == "feishu.ignored" else log.warning
+            emit = log.info if outcome.log_event == IGNORED else log.warning
             emit(outcome.log_event, event_id=event_id_of(data), reason=outcome.reason)
             return
         await inbox.accept([outcome])

@@ -33,7 +33,7 @@ class Bot:
     from ``bot/v3/info`` at start) and the policy read from ``platforms.feishu``."""
 
     open_id: str | None = None
-    #: The app's name, as a mention of the bot shows it when the mention has no name.
+    #: The app's name (``app_name``): ``@Name /help`` typed as plain text is a command too.
     name: str = ""
     #: ``mentioned``: in groups, only messages that @-mention the bot become events.
     answer_groups: Literal["mentioned", "all"] = "mentioned"
