@@ -1,33 +1,42 @@
-"""One ordered lane per conversation; lanes run side by side up to a limit.
+"""Events by conversation: one ordered lane each, lanes side by side up to a limit.
 
-With a shared store (PostgreSQL, several processes) a lane is also a cross-process lock:
-the process that holds it reads the conversation's events from the store and runs them
-in order; the others leave that conversation alone until it is free again.
+The lanes themselves (order, workers, the shared store's cross-process lock, idle and
+stop) are :mod:`tether.gateway.lanes`. What is the dispatcher's own:
 
-A conversation's events run one at a time in arrival order (a retry waits in its lane,
-so order holds); different conversations never wait for each other except for the
-concurrency limit. The number of queued events is bounded: ``submit`` waits for room,
-which slows ingress instead of growing memory.
+- **Backpressure**: the number of queued events is bounded; ``submit`` waits for room,
+  which slows ingress instead of growing memory.
+- **What is known**: queued events, and those finished lately, so that the inbox sweep
+  does not resubmit an event from a stale read (:meth:`Dispatcher.knows`).
+- **Retries wait in their lane**: the runner returns when to try again, which becomes the
+  row's ``retry_at``; the lane holds its place until then, so order holds.
+- **A failing store pauses the lane**: the runner handles handler errors itself, so an
+  exception out of it is the store; the event is kept and tried again after a pause.
+- **Stop lets running handlers finish** (within a timeout); waiting lanes are cancelled.
+
+With a shared store (PostgreSQL, several processes) the database is the queue: submitted
+rows only say which conversation to look at.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import random
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
+from tether.backoff import full_jitter
 from tether.gateway import metrics
+from tether.gateway.lanes import Lanes, SharedStore
 from tether.memory.store import InboxRow, Store
 
 #: Runs one event; returns when to try again (epoch seconds), or None when it is finished.
 Runner = Callable[[InboxRow], Awaitable[float | None]]
 
 _REMEMBER_FINISHED = 100_000
+#: The pause after the store failed under a lane: up to 2 s, doubling, at most 30 s.
+_PAUSE_BASE, _PAUSE_MAX = 2.0, 30.0
 log = structlog.get_logger("tether.dispatcher")
 
 
@@ -41,22 +50,25 @@ class Dispatcher:
         store: Store | None = None,
     ) -> None:
         self._run = run
-        #: With a shared store the database is the queue: lanes are taken with a lock
-        #: and read from the store; submitted rows only say which lane to look at.
-        self._shared = store if store is not None and store.shared else None
-        self._dirty: set[str] = set()
-        self._slots = asyncio.Semaphore(concurrency)
+        shared = (
+            SharedStore[InboxRow](store, "lane", store.lane)
+            if store is not None and store.shared
+            else None
+        )
+        self._lanes = Lanes(
+            self._attempt,
+            due=_retry_at,
+            concurrency=concurrency,
+            task="lane",
+            failed=_lane_failed,
+            shared=shared,
+            finished=self._done,
+        )
         self._queue_size = queue_size
-        self._lanes: dict[str, deque[InboxRow]] = {}
-        self._workers: dict[str, asyncio.Task[None]] = {}
         self._queued: set[str] = set()
         self._finished: OrderedDict[str, float] = OrderedDict()
         self._room = asyncio.Event()
-        self._running: set[str] = set()
         self._failures: dict[str, int] = {}
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._stopping = False
 
     @property
     def depth(self) -> int:
@@ -73,114 +85,45 @@ class Dispatcher:
 
     async def submit(self, rows: Iterable[InboxRow]) -> None:
         """Queue rows in their conversations' lanes; a row already queued is skipped."""
-        if self._shared:
+        lanes = self._lanes
+        if lanes.shared:
             for conversation in dict.fromkeys(row.conversation for row in rows):
-                self.poke(conversation)
+                lanes.poke(conversation)
             return
         for row in rows:
-            while len(self._queued) >= self._queue_size and not self._stopping:
+            while len(self._queued) >= self._queue_size and not lanes.stopping:
                 self._room.clear()
                 await self._room.wait()
             if row.key in self._queued:
                 continue
             self._finished.pop(row.key, None)
             self._queued.add(row.key)
-            self._idle.clear()
-            lane = self._lanes.get(row.conversation)
-            if lane is None:
-                lane = self._lanes[row.conversation] = deque()
-            lane.append(row)
-            if row.conversation not in self._workers and not self._stopping:
-                self._workers[row.conversation] = asyncio.create_task(
-                    self._work(row.conversation), name=f"lane:{row.conversation}"
-                )
+            lanes.add(row.conversation, row)
         metrics.LANE_DEPTH.set(len(self._queued))
 
     def poke(self, conversation: str) -> None:
         """Shared store: look at ``conversation``'s lane (new events may be there)."""
-        if self._stopping:
-            return
-        if conversation in self._workers:
-            self._dirty.add(conversation)  # the running worker looks again before it leaves
-            return
-        self._idle.clear()
-        self._workers[conversation] = asyncio.create_task(
-            self._work_shared(conversation), name=f"lane:{conversation}"
-        )
-
-    async def _work(self, conversation: str) -> None:
-        lane = self._lanes[conversation]
-        try:
-            while lane and not self._stopping:
-                row = lane[0]
-                if await self._attempt(conversation, row):
-                    lane.popleft()
-                    self._done(row.key)
-        finally:
-            self._workers.pop(conversation, None)
-            if not lane:
-                self._lanes.pop(conversation, None)
-            if not self._workers:
-                self._idle.set()
-
-    async def _work_shared(self, conversation: str) -> None:
-        """Take the lane's lock, run what the store holds for it in order, let go, and
-        look once more (an event may have landed between the last read and the unlock)."""
-        store = self._shared
-        assert store is not None
-        lock = f"lane:{conversation}"
-        try:
-            while not self._stopping:
-                self._dirty.discard(conversation)
-                if not await store.try_lock(lock):
-                    return  # another process runs this lane; it reads the store again
-                try:
-                    while not self._stopping and (rows := await store.lane(conversation)):
-                        for row in rows:
-                            while not self._stopping and not await self._attempt(conversation, row):
-                                pass
-                            if self._stopping:
-                                break
-                finally:
-                    await store.unlock(lock)
-                if conversation not in self._dirty and not await store.lane(conversation):
-                    return
-        except Exception:
-            log.exception("lane.error", conversation=conversation)
-        finally:
-            self._workers.pop(conversation, None)
-            if not self._workers:
-                self._idle.set()
+        self._lanes.poke(conversation)
 
     async def _attempt(self, conversation: str, row: InboxRow) -> bool:
-        """One attempt at ``row`` (after its retry time); True when it is finished."""
-        if row.retry_at is not None and (wait := row.retry_at - time.time()) > 0:
-            await asyncio.sleep(wait)
-            if self._stopping:
-                return False
-        async with self._slots:
-            if self._stopping:
-                return False
-            self._running.add(conversation)
-            try:
-                retry_at = await self._run(row)
-                self._failures.pop(conversation, None)
-            except Exception:
-                # The runner handles handler errors itself; this is the store failing.
-                # Keep the event and try again after a pause.
-                failures = self._failures[conversation] = self._failures.get(conversation, 0) + 1
-                log.exception("lane.error", key=row.key, conversation=conversation)
-                retry_at = time.time() + min(30.0, random.uniform(0, 2**failures))
-            finally:
-                self._running.discard(conversation)
+        """One run of ``row``; True when it is finished, else its ``retry_at`` is set."""
+        try:
+            retry_at = await self._run(row)
+            self._failures.pop(conversation, None)
+        except Exception:
+            # The runner handles handler errors itself; this is the store failing.
+            # Keep the event and try again after a pause.
+            failures = self._failures[conversation] = self._failures.get(conversation, 0) + 1
+            log.exception("lane.error", key=row.key, conversation=conversation)
+            retry_at = time.time() + full_jitter(failures, _PAUSE_BASE, _PAUSE_MAX)
         if retry_at is None:
             return True
         row.retry_at = retry_at
         return False
 
-    def _done(self, key: str) -> None:
-        self._queued.discard(key)
-        self._finished[key] = time.monotonic()
+    def _done(self, row: InboxRow) -> None:
+        self._queued.discard(row.key)
+        self._finished[row.key] = time.monotonic()
         if len(self._finished) > _REMEMBER_FINISHED:
             self._finished.popitem(last=False)
         metrics.LANE_DEPTH.set(len(self._queued))
@@ -188,10 +131,7 @@ class Dispatcher:
 
     async def drain(self, timeout: float) -> bool:
         """Wait until every queued event is finished; False if ``timeout`` ran out first."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
-            return True
-        return False
+        return await self._lanes.idle(timeout)
 
     async def stop(self, timeout: float) -> None:
         """Let running handlers finish (within ``timeout``) and start nothing new.
@@ -199,15 +139,13 @@ class Dispatcher:
         Queued and retry-waiting events stay in the store and run at the next start;
         a handler cut off by the timeout stays ``running`` there and is recovered.
         """
-        self._stopping = True
-        self._room.set()
-        for conversation, task in self._workers.items():
-            if conversation not in self._running:
-                task.cancel()
-        tasks = list(self._workers.values())
-        if not tasks:
-            return
-        _done, pending = await asyncio.wait(tasks, timeout=timeout)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        self._room.set()  # a submit waiting for room sees the stop and returns
+        await self._lanes.stop(grace=timeout)
+
+
+def _retry_at(row: InboxRow) -> float | None:
+    return row.retry_at
+
+
+def _lane_failed(conversation: str) -> None:
+    log.exception("lane.error", conversation=conversation)

@@ -9,19 +9,17 @@ idempotent (or the operator asked for it), and otherwise marked ``unknown``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping
 
 import structlog
 
 from tether.adapters.base import Adapter, SendAmbiguous, SendFatal, SendRetryable
+from tether.backoff import full_jitter
 from tether.config.schema import OutboxConfig
 from tether.gateway import metrics
+from tether.gateway.lanes import Lanes, SharedStore
 from tether.gateway.logs import redactor
-from tether.gateway.pipeline import backoff
 from tether.gateway.ratelimit import Buckets
 from tether.memory.store import OutboxRow, Store
 
@@ -29,25 +27,37 @@ log = structlog.get_logger("tether.outbox")
 
 
 class Outbox:
+    """Sends committed replies: one lane per target chat (:mod:`tether.gateway.lanes`).
+
+    The outbox's own policy on top of the lanes: which rows may be sent at all
+    (:meth:`_usable`), the adapter's token buckets, the ``sending`` mark before each
+    platform call, and which failures are retried, buried or left ``unknown``.
+    """
+
     def __init__(self, store: Store, adapters: Mapping[str, Adapter], config: OutboxConfig) -> None:
         self.store = store
         self.adapters = adapters
         self.config = config
         self.buckets = Buckets()
-        self._slots = asyncio.Semaphore(config.concurrency)
-        self._lanes: dict[str, deque[OutboxRow]] = {}
-        self._workers: dict[str, asyncio.Task[None]] = {}
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._stopping = False
-        self._shared = store.shared
-        self._dirty: set[str] = set()
+        shared = (
+            SharedStore[OutboxRow](store, "out", store.unsent_for, self._usable)
+            if store.shared
+            else None
+        )
+        self._lanes = Lanes(
+            self._attempt,
+            due=_next_at,
+            concurrency=config.concurrency,
+            task="send",
+            failed=_lane_failed,
+            shared=shared,
+        )
 
     async def start(self) -> None:
         """Load what a previous run left unsent and start sending it."""
-        if self._shared:
+        if self._lanes.shared:
             for target in await self.store.busy_targets():
-                self.poke(target)
+                self._lanes.poke(target)
             return
         rows = []
         for row in await self.store.unsent():
@@ -68,88 +78,29 @@ class Outbox:
         return True
 
     def enqueue(self, rows: Iterable[OutboxRow]) -> None:
-        if self._shared:
+        lanes = self._lanes
+        if lanes.shared:
             for target in dict.fromkeys(row.message.target.key for row in rows):
-                self.poke(target)
+                lanes.poke(target)
             return
         for row in rows:
-            target = row.message.target.key
-            lane = self._lanes.get(target)
-            if lane is None:
-                lane = self._lanes[target] = deque()
-            lane.append(row)
-            self._idle.clear()
-            if target not in self._workers and not self._stopping:
-                self._workers[target] = asyncio.create_task(
-                    self._work(target), name=f"send:{target}"
-                )
+            lanes.add(row.message.target.key, row)
 
     def poke(self, target: str) -> None:
         """Shared store: look at ``target``'s unsent rows (new ones may be there)."""
-        if self._stopping:
-            return
-        if target in self._workers:
-            self._dirty.add(target)
-            return
-        self._idle.clear()
-        self._workers[target] = asyncio.create_task(
-            self._work_shared(target), name=f"send:{target}"
-        )
+        self._lanes.poke(target)
 
-    async def _work(self, target: str) -> None:
-        lane = self._lanes[target]
+    async def _attempt(self, target: str, row: OutboxRow) -> bool:
+        """One send attempt; True once the row is final, else its ``next_at`` is set."""
         try:
-            while lane and not self._stopping:
-                if await self._attempt(lane[0]):
-                    lane.popleft()
-        finally:
-            self._workers.pop(target, None)
-            if not lane:
-                self._lanes.pop(target, None)
-            if not self._workers:
-                self._idle.set()
-
-    async def _work_shared(self, target: str) -> None:
-        """One process sends to a chat at a time: take its lock, send what the store
-        holds for it in order, let go, and look once more."""
-        lock = f"out:{target}"
-        try:
-            while not self._stopping:
-                self._dirty.discard(target)
-                if not await self.store.try_lock(lock):
-                    return
-                try:
-                    while not self._stopping and (rows := await self.store.unsent_for(target)):
-                        for row in rows:
-                            if not await self._usable(row):
-                                continue
-                            while not self._stopping and not await self._attempt(row):
-                                pass
-                finally:
-                    await self.store.unlock(lock)
-                if target not in self._dirty and not await self.store.unsent_for(target):
-                    return
+            return await self._send(row)
         except Exception:
-            log.exception("outbox.error", target=target)
-        finally:
-            self._workers.pop(target, None)
-            if not self._workers:
-                self._idle.set()
-
-    async def _attempt(self, row: OutboxRow) -> bool:
-        """One send attempt after the row's retry time; True once it is final."""
-        if row.next_at is not None and (wait := row.next_at - time.time()) > 0:
-            await asyncio.sleep(wait)
-        async with self._slots:
-            try:
-                return await self._send(row)
-            except Exception:
-                # The store failed around the send: keep the row, pause, retry.
-                log.exception("outbox.error", key=row.key)
-                row.next_at = time.time() + backoff(
-                    row.attempts + 1, self.config.backoff_base, self.config.backoff_max
-                )
-                return False
+            # The store failed around the send: keep the row, pause, retry.
+            log.exception("outbox.error", key=row.key)
+            row.next_at = time.time() + full_jitter(
+                row.attempts + 1, self.config.backoff_base, self.config.backoff_max
+            )
+            return False
 
     async def _send(self, row: OutboxRow) -> bool:
         """One attempt; True when the row reached a final state (sent, dead, unknown)."""
@@ -199,7 +150,7 @@ class Outbox:
         delay = (
             retry_after
             if retry_after is not None
-            else backoff(row.attempts, self.config.backoff_base, self.config.backoff_max)
+            else full_jitter(row.attempts, self.config.backoff_base, self.config.backoff_max)
         )
         row.next_at = time.time() + delay
         error = _describe(exc)
@@ -223,17 +174,20 @@ class Outbox:
 
     async def flush(self, timeout: float) -> bool:
         """Wait until every queued row is sent (or final); False if ``timeout`` ran out."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
-            return True
-        return False
+        return await self._lanes.idle(timeout)
 
     async def stop(self) -> None:
-        self._stopping = True
-        tasks = list(self._workers.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Cancel every send in flight: a row cut off stays ``sending`` and the restart
+        treats it as interrupted (see :meth:`_usable`)."""
+        await self._lanes.stop()
+
+
+def _next_at(row: OutboxRow) -> float | None:
+    return row.next_at
+
+
+def _lane_failed(target: str) -> None:
+    log.exception("outbox.error", target=target)
 
 
 def _describe(exc: Exception) -> str:
