@@ -12,7 +12,6 @@ the event in ``dead_letters`` with a snapshot of what it saw.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 import structlog
 
 from tether.adapters.base import Adapter
+from tether.backoff import full_jitter
 from tether.config.schema import PipelineConfig
 from tether.errors import BudgetExceeded, Fatal, Retryable
 from tether.events import OutMessage
@@ -36,11 +36,6 @@ from tether.memory.records import DeadLetter, InboxRow, OutboxRow
 from tether.memory.roles import EventStore
 
 log = structlog.get_logger("tether.pipeline")
-
-
-def backoff(attempt: int, base: float, cap: float) -> float:
-    """Full jitter: uniform in [0, min(cap, base·2^(attempt-1))]."""
-    return random.uniform(0, min(cap, base * 2 ** (attempt - 1)))
 
 
 class Pipeline:
@@ -128,7 +123,7 @@ class Pipeline:
         delay = (
             retry_after
             if retry_after is not None
-            else backoff(row.attempts, self.config.backoff_base, self.config.backoff_max)
+            else full_jitter(row.attempts, self.config.backoff_base, self.config.backoff_max)
         )
         retry_at = time.time() + delay
         error = redactor.scrub(f"{type(exc).__name__}: {exc}")
