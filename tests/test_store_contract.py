@@ -273,18 +273,18 @@ class SentToWriter:
     """From now on, the SQL of each batch a SqliteStore hands its writer process."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import tether.memory.sqlite
+        import tether.memory.sqlite.writer
 
         self.sql: list[str] = []
         self.sent = asyncio.Event()
-        frame = tether.memory.sqlite.sqlite_writer.frame
+        frame = tether.memory.sqlite.writer.frame
 
         def recording(request: Any) -> bytes:
             self.sql.extend(sql for sql, _rows in request[1])
             self.sent.set()
             return frame(request)
 
-        monkeypatch.setattr(tether.memory.sqlite.sqlite_writer, "frame", recording)
+        monkeypatch.setattr(tether.memory.sqlite.writer, "frame", recording)
 
 
 async def test_sqlite_a_dead_writer_fails_what_it_held_and_is_replaced(
@@ -294,7 +294,7 @@ async def test_sqlite_a_dead_writer_fails_what_it_held_and_is_replaced(
     await store.open()
     try:
         await store.accept([(event("before"), "c1")])
-        writer = store._writer
+        writer = store._link.process
         assert writer is not None
         writer.send_signal(signal.SIGSTOP)  # mid-commit, as far as the store can tell
         batches = SentToWriter(monkeypatch)
@@ -304,7 +304,7 @@ async def test_sqlite_a_dead_writer_fails_what_it_held_and_is_replaced(
         with pytest.raises(RuntimeError, match="writer process"):
             await asyncio.wait_for(held, 30)  # failed, not hung: the caller retries
         [again] = await store.accept([(event("held"), "c1")])  # a new writer takes over
-        assert again is not None and store._writer is not writer
+        assert again is not None and store._link.process is not writer
         assert [r.key for r in await store.recover()] == ["before", "held"]
     finally:
         await store.close()
@@ -315,12 +315,12 @@ async def test_sqlite_writer_outlives_signals_meant_for_the_gateway(tmp_path: Pa
     store = SqliteStore(str(tmp_path / "signals.db"))
     await store.open()
     try:
-        writer = store._writer
+        writer = store._link.process
         assert writer is not None
         writer.send_signal(signal.SIGINT)
         writer.send_signal(signal.SIGTERM)
         await store.accept([(event("k"), "c1")])
-        assert store._writer is writer and writer.returncode is None
+        assert store._link.process is writer and writer.returncode is None
     finally:
         await store.close()
 
@@ -334,7 +334,7 @@ from tether.memory.sqlite import SqliteStore
 async def main():
     store = SqliteStore({str(tmp_path / "orphan.db")!r})
     await store.open()
-    print(store._writer.pid, flush=True)
+    print(store._link.process.pid, flush=True)
     await asyncio.sleep(3600)
 asyncio.run(main())
 """
@@ -361,8 +361,8 @@ async def test_sqlite_full_synchronous_commits_the_same(tmp_path: Path) -> None:
     store = SqliteStore(str(tmp_path / "full.db"), synchronous="full")
     await store.open()
     try:
-        assert store._writer is not None  # the writer's connection is opened with FULL
-        cmdline = Path(f"/proc/{store._writer.pid}/cmdline")
+        assert store._link.process is not None  # the writer's connection is opened with FULL
+        cmdline = Path(f"/proc/{store._link.process.pid}/cmdline")
         args = (await asyncio.to_thread(cmdline.read_bytes)).split(b"\0")
         assert args[-2:] == [b"FULL", b""]
         await store.accept([(event("k"), "c1")])
@@ -452,6 +452,24 @@ async def test_facts_are_added_listed_within_a_budget_and_forgotten(store: Store
     assert await store.facts("c2") == []
     await commit(store, "k2", changes=MemoryChanges("c1", forget=[facts[0].id, facts[2].id]))
     assert [f.text for f in await store.facts("c1")] == ["lives in Lisbon"]
+
+
+async def test_facts_within_a_budget_are_the_newest_across_pages(store: Store) -> None:
+    """The SQL stores read facts newest first a page at a time; the pages join up."""
+    many = [(f"fact {n}", 1 + n % 3) for n in range(120)]
+    await commit(store, "k", changes=MemoryChanges("c1", facts=many))
+    await commit(store, "other", changes=MemoryChanges("c2", facts=[("elsewhere", 1)]))
+    budget = 150
+    expected: list[str] = []
+    used = 0
+    for text, tokens in reversed(many):
+        if used + tokens > budget:
+            break
+        expected.insert(0, text)
+        used += tokens
+    assert len(expected) > 32  # more than the first two pages
+    assert [f.text for f in await store.facts("c1", budget=budget)] == expected
+    assert [f.text for f in await store.facts("c1", budget=10_000)] == [t for t, _ in many]
 
 
 async def test_usage_is_summed_per_conversation_model_and_day_once_per_call(store: Store) -> None:

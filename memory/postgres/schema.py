@@ -1,0 +1,174 @@
+"""The PostgreSQL dialect's schema: every table, index, function and trigger, and how a
+database is brought up to date.
+
+Migrations are append-only: the ``tether_schema`` table records the numbers a database
+has run, and an existing entry is never edited. Several instances may start at once;
+one migrates while the others wait on an advisory lock.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+MIGRATIONS: list[str] = [
+    # 1: the core pipeline, pairing, and conversation memory
+    """
+    CREATE TABLE inbox (
+        seq          BIGSERIAL PRIMARY KEY,
+        key          TEXT NOT NULL UNIQUE,
+        conversation TEXT NOT NULL,
+        payload      TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        retry_at     DOUBLE PRECISION,
+        error        TEXT,
+        created      DOUBLE PRECISION NOT NULL,
+        updated      DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX inbox_unfinished ON inbox (conversation, seq)
+        WHERE status IN ('received', 'running', 'retry_wait');
+    CREATE TABLE steps (
+        event_key TEXT NOT NULL,
+        name      TEXT NOT NULL,
+        result    TEXT NOT NULL,
+        created   DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (event_key, name)
+    );
+    CREATE TABLE outbox (
+        seq         BIGSERIAL PRIMARY KEY,
+        key         TEXT NOT NULL UNIQUE,
+        event_key   TEXT NOT NULL,
+        platform    TEXT NOT NULL,
+        target      TEXT NOT NULL,
+        payload     TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        next_at     DOUBLE PRECISION,
+        platform_id TEXT,
+        error       TEXT,
+        created     DOUBLE PRECISION NOT NULL,
+        updated     DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX outbox_event ON outbox (event_key);
+    CREATE INDEX outbox_unsent ON outbox (target, seq)
+        WHERE status IN ('pending', 'sending', 'retry_wait');
+    CREATE TABLE messages (
+        id           BIGSERIAL PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        role         TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        tokens       INTEGER,
+        event_key    TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        summarized   INTEGER NOT NULL DEFAULT 0,
+        created      DOUBLE PRECISION NOT NULL,
+        UNIQUE (event_key, position)
+    );
+    CREATE INDEX messages_conversation ON messages (conversation, id);
+    CREATE INDEX messages_unsummarized ON messages (conversation, id) WHERE summarized = 0;
+    CREATE TABLE dead_letters (
+        key          TEXT PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        event        TEXT NOT NULL,
+        error        TEXT NOT NULL,
+        traceback    TEXT NOT NULL,
+        snapshot     TEXT NOT NULL,
+        created      DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE cursors (
+        name    TEXT PRIMARY KEY,
+        value   TEXT NOT NULL,
+        updated DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE pairings (
+        platform TEXT NOT NULL,
+        user_id  TEXT NOT NULL,
+        name     TEXT NOT NULL,
+        code     TEXT NOT NULL UNIQUE,
+        status   TEXT NOT NULL,
+        created  DOUBLE PRECISION NOT NULL,
+        updated  DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE TABLE conversations (
+        conversation    TEXT PRIMARY KEY,
+        persona         TEXT,
+        summary         TEXT NOT NULL DEFAULT '',
+        summary_tokens  INTEGER NOT NULL DEFAULT 0,
+        summarized_upto BIGINT NOT NULL DEFAULT 0,
+        context_from    BIGINT NOT NULL DEFAULT 0,
+        settings        TEXT NOT NULL DEFAULT '{}',
+        updated         DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE facts (
+        id           BIGSERIAL PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        tokens       INTEGER NOT NULL,
+        event_key    TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        created      DOUBLE PRECISION NOT NULL,
+        UNIQUE (event_key, position)
+    );
+    CREATE INDEX facts_conversation ON facts (conversation, id);
+    CREATE TABLE usage_calls (
+        event_key         TEXT NOT NULL,
+        name              TEXT NOT NULL,
+        conversation      TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        day               TEXT NOT NULL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cost              DOUBLE PRECISION NOT NULL,
+        created           DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (event_key, name)
+    );
+    CREATE TABLE usage (
+        conversation      TEXT NOT NULL,
+        day               TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        prompt_tokens     BIGINT NOT NULL,
+        completion_tokens BIGINT NOT NULL,
+        cost              DOUBLE PRECISION NOT NULL,
+        calls             BIGINT NOT NULL,
+        PRIMARY KEY (conversation, day, model)
+    );
+    """,
+    # 2: usage totals kept by a trigger, as SQLite's schema keeps them: a call is added
+    # to its day once, when its usage_calls row is first inserted
+    """
+    CREATE FUNCTION usage_calls_sum() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO usage
+            (conversation, day, model, prompt_tokens, completion_tokens, cost, calls)
+        VALUES
+            (NEW.conversation, NEW.day, NEW.model, NEW.prompt_tokens, NEW.completion_tokens,
+             NEW.cost, 1)
+        ON CONFLICT (conversation, day, model) DO UPDATE SET
+            prompt_tokens = usage.prompt_tokens + excluded.prompt_tokens,
+            completion_tokens = usage.completion_tokens + excluded.completion_tokens,
+            cost = usage.cost + excluded.cost,
+            calls = usage.calls + 1;
+        RETURN NULL;
+    END;
+    $$;
+    CREATE TRIGGER usage_calls_sum AFTER INSERT ON usage_calls
+        FOR EACH ROW EXECUTE FUNCTION usage_calls_sum();
+    """,
+]
+
+
+async def migrate(pool: asyncpg.Pool) -> None:
+    """Run the migrations the database has not run yet, in one transaction."""
+    async with pool.acquire() as db, db.transaction():
+        # One migrator at a time, even when several instances start together.
+        await db.execute("SELECT pg_advisory_xact_lock(hashtextextended('tether:migrate', 0))")
+        await db.execute("CREATE TABLE IF NOT EXISTS tether_schema (version INTEGER NOT NULL)")
+        version = await db.fetchval("SELECT max(version) FROM tether_schema") or 0
+        if version > len(MIGRATIONS):
+            raise RuntimeError(
+                f"schema version {version} is newer than this Tether ({len(MIGRATIONS)})"
+            )
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            await db.execute(script)
+            await db.execute("INSERT INTO tether_schema (version) VALUES ($1)", number)

@@ -1,0 +1,220 @@
+"""The scale-out store: PostgreSQL through asyncpg, shared by several gateway processes.
+
+Same contract as the SQLite store (one contract suite runs against both), and the same
+queries (:class:`tether.memory.sqlstore.SqlStore`). What differs is how concurrency is
+made safe: every write is its own transaction (PostgreSQL commits concurrently, so no
+group-commit writer is needed), dedup is ``ON CONFLICT DO NOTHING`` on the unique key,
+and a conversation's events are run by one process at a time because its lane is a
+session-level advisory lock (``pg_try_advisory_lock``) held on one dedicated connection:
+a crashed process's connection closes and its locks go with it, so another instance
+takes the lane over at once.
+
+``postgresql://user@host:port/db?search_path=schema`` picks a schema (asyncpg passes
+unknown query parameters on as server settings), which is how the tests isolate a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from tether.events import Event, OutMessage
+from tether.memory import sql
+from tether.memory.postgres.schema import migrate
+from tether.memory.rows import OUTBOX_COLUMNS, Row, outbox_row
+from tether.memory.sql import BEGIN, FINISH, OUTBOX, Statement, numbered
+from tether.memory.sqlstore import SqlStore
+from tether.memory.store import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
+
+_INSERT_OUTBOX = (
+    "INSERT INTO outbox (key, event_key, platform, target, payload, status, created, updated)"
+    " VALUES (?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT DO NOTHING"
+)
+_UNSENT_FOR = (
+    f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE target = ? AND {sql.IS_UNSENT} ORDER BY seq"
+)
+_BUSY_TARGETS = f"SELECT DISTINCT target FROM outbox WHERE {sql.IS_UNSENT}"
+
+
+class PostgresStore(SqlStore):
+    shared = True
+    _newest_unsummarized, _oldest_unsummarized = sql.unsummarized_pages("messages")
+    _last_received = sql.last_received("split_part(conversation, ':', 1)")
+
+    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
+        self.dsn = dsn
+        self.pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+        self._locks: asyncpg.Connection | None = None
+        self._lock_guard = asyncio.Lock()
+        self._write = self._commit
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def open(self) -> None:
+        self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.pool_size)
+        await migrate(self._pool)
+
+    async def close(self) -> None:
+        if self._locks is not None:
+            await self._locks.close()
+            self._locks = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("store is closed")
+        return self._pool
+
+    async def ping(self) -> None:
+        await self.pool.fetchval("SELECT 1")
+
+    async def _rows(self, text: str, params: Sequence[Any] = ()) -> list[Row]:
+        return list(await self.pool.fetch(numbered(text), *params))
+
+    async def _commit(self, phase: int, *statements: Statement) -> None:
+        """One transaction (a lone statement is one by itself). Statements of one text
+        run as one ``executemany``, as SQLite's writer runs them: none of a write's
+        statements depends on another's order."""
+        if len(statements) == 1:
+            [(text, params)] = statements
+            await self.pool.execute(numbered(text), *params)
+            return
+        groups: dict[str, list[Sequence[Any]]] = {}
+        for text, params in statements:
+            groups.setdefault(text, []).append(params)
+        async with self.pool.acquire() as db, db.transaction():
+            for text, rows in groups.items():
+                await db.executemany(numbered(text), rows)
+
+    # -- lanes: one process per conversation at a time ------------------------------
+
+    async def try_lock(self, name: str) -> bool:
+        """Take the session-level advisory lock ``name``; False if another process holds it.
+
+        Held on one dedicated connection until :meth:`unlock` or until this process dies.
+        """
+        async with self._lock_guard:
+            if self._locks is None or self._locks.is_closed():
+                self._locks = await asyncpg.connect(self.dsn)
+            return bool(
+                await self._locks.fetchval(
+                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name
+                )
+            )
+
+    async def unlock(self, name: str) -> None:
+        async with self._lock_guard:
+            if self._locks is not None and not self._locks.is_closed():
+                await self._locks.fetchval(
+                    "SELECT pg_advisory_unlock(hashtextextended($1, 0))", name
+                )
+
+    async def unsent_for(self, target: str) -> list[OutboxRow]:  # indexed, unlike the default
+        return [outbox_row(row) for row in await self._rows(_UNSENT_FOR, (target,))]
+
+    async def busy_targets(self) -> list[str]:  # indexed, unlike the default
+        return [str(row[0]) for row in await self._rows(_BUSY_TARGETS)]
+
+    # -- inbox ----------------------------------------------------------------------
+
+    async def accept(
+        self, items: Sequence[tuple[Event, str]], cursors: Mapping[str, str] | None = None
+    ) -> list[InboxRow | None]:
+        if not items and not cursors:
+            return []
+        now = time.time()
+        first: dict[str, int] = {}
+        for index, (event, _conversation) in enumerate(items):
+            first.setdefault(event.key, index)
+        keys = list(first)
+        conversations = [items[i][1] for i in first.values()]
+        payloads = [items[i][0].to_json() for i in first.values()]
+        async with self.pool.acquire() as db, db.transaction():
+            inserted = await db.fetch(
+                "INSERT INTO inbox (key, conversation, payload, status, created, updated)"
+                " SELECT k, c, p, 'received', $4, $4 FROM unnest($1::text[], $2::text[],"
+                " $3::text[]) WITH ORDINALITY AS t(k, c, p, n) ORDER BY n"
+                " ON CONFLICT (key) DO NOTHING RETURNING seq, key",
+                keys,
+                conversations,
+                payloads,
+                now,
+            )
+            if cursors:
+                await db.execute(
+                    "INSERT INTO cursors (name, value, updated)"
+                    " SELECT n, v, $3 FROM unnest($1::text[], $2::text[]) AS t(n, v)"
+                    " ON CONFLICT (name) DO UPDATE"
+                    " SET value = excluded.value, updated = excluded.updated",
+                    list(cursors),
+                    list(cursors.values()),
+                    now,
+                )
+        seqs = {row["key"]: row["seq"] for row in inserted}
+        out: list[InboxRow | None] = []
+        for index, (event, conversation) in enumerate(items):
+            if first[event.key] == index and event.key in seqs:
+                out.append(
+                    InboxRow(
+                        seq=seqs[event.key], key=event.key, conversation=conversation, event=event
+                    )
+                )
+            else:
+                out.append(None)
+        return out
+
+    async def begin(self, row: InboxRow) -> None:
+        row.attempts += 1
+        row.status = "running"
+        await self._write(BEGIN, (sql.RUNNING, (row.attempts, time.time(), row.key)))
+
+    async def checkpoint(
+        self,
+        key: str,
+        outbox: Sequence[OutMessage],
+        turns: Sequence[Turn],
+        changes: MemoryChanges | None = None,
+    ) -> list[OutboxRow]:
+        now = time.time()
+        statements: list[Statement] = [(sql.FINISHED, (None, now, key))]
+        statements += [
+            (_INSERT_OUTBOX, (m.key, key, m.target.platform, m.target.key, m.to_json(), now, now))
+            for m in outbox
+        ]
+        statements += sql.turns_and_memory(key, turns, changes, now)
+        await self._write(FINISH, *statements)
+        return [OutboxRow(seq=0, key=m.key, event_key=key, message=m) for m in outbox]
+
+    async def requeue(self, key: str) -> bool:
+        now = time.time()
+        async with self.pool.acquire() as db, db.transaction():
+            if await db.execute(numbered(sql.EVENT_REQUEUED), now, key) != "UPDATE 0":
+                await db.execute(numbered(sql.DEAD_LETTER_DROPPED), key)
+                return True
+            return bool(await db.execute(numbered(sql.REPLY_REQUEUED), now, key) != "UPDATE 0")
+
+    # -- outbox ---------------------------------------------------------------------
+
+    async def mark_outbox(
+        self,
+        key: str,
+        status: OutboxStatus,
+        *,
+        attempts: int | None = None,
+        next_at: float | None = None,
+        platform_id: str | None = None,
+        error: str | None = None,
+        durable: bool = True,  # every write is durable here
+    ) -> None:
+        await self._write(
+            OUTBOX,
+            (sql.OUTBOX_MARKED, (status, attempts, next_at, platform_id, error, time.time(), key)),
+        )

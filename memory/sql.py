@@ -1,0 +1,258 @@
+"""The statements both SQL stores run, written once.
+
+Texts use ``?`` placeholders (SQLite's); the PostgreSQL store numbers them ``$1, $2, ...``
+with :func:`numbered`, once per text. Only SQL that both dialects run alike is here:
+``ON CONFLICT`` upserts (SQLite has them since 3.24), ``coalesce``, ``substr``. What one
+dialect says its own way — the DDL, a column or an index only one schema has — lives
+in that dialect's package.
+
+Phases: every write belongs to one transition of an event, in this order. SQLite's
+group commit sorts a batch by phase (a write may depend on an earlier phase's rows in
+the same batch, never on a later one's); PostgreSQL commits each write on its own and
+ignores them.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from tether.memory.rows import (
+    CONVERSATION_COLUMNS,
+    DEAD_COLUMNS,
+    FACT_COLUMNS,
+    INBOX_COLUMNS,
+    OUTBOX_COLUMNS,
+    PAIRING_COLUMNS,
+    TURN_COLUMNS,
+    USAGE_COLUMNS,
+)
+from tether.memory.store import MemoryChanges, Turn
+
+ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
+
+#: One statement and its parameters.
+Statement = tuple[str, Sequence[Any]]
+
+# The WHERE of the partial indexes on unfinished work: spelled exactly so, or SQLite's
+# planner does not see that a query's rows are all in the index.
+IS_UNFINISHED = "status IN ('received', 'running', 'retry_wait')"
+IS_UNSENT = "status IN ('pending', 'sending', 'retry_wait')"
+
+# -- inbox --------------------------------------------------------------------------
+
+UNFINISHED = f"SELECT {INBOX_COLUMNS} FROM inbox WHERE {IS_UNFINISHED} ORDER BY seq"
+LANE = f"SELECT {INBOX_COLUMNS} FROM inbox WHERE {IS_UNFINISHED} AND conversation = ? ORDER BY seq"
+BUSY_CONVERSATIONS = f"SELECT DISTINCT conversation FROM inbox WHERE {IS_UNFINISHED}"
+PENDING = (
+    f"SELECT {INBOX_COLUMNS} FROM inbox WHERE status = 'received' AND updated < ? ORDER BY seq"
+)
+INBOX_ROW = f"SELECT {INBOX_COLUMNS} FROM inbox WHERE key = ?"
+#: ``(attempts, now, key)``: the store keeps this order (SQLite reads the attempts back).
+RUNNING = "UPDATE inbox SET status = 'running', attempts = ?, updated = ? WHERE key = ?"
+#: ``(attempts or None, now, key)``: None keeps the attempts the 'running' mark set.
+FINISHED = (
+    "UPDATE inbox SET status = 'done', attempts = coalesce(?, attempts),"
+    " error = NULL, retry_at = NULL, updated = ? WHERE key = ?"
+)
+RETRY = "UPDATE inbox SET status = 'retry_wait', retry_at = ?, error = ?, updated = ? WHERE key = ?"
+BURIED = "UPDATE inbox SET status = 'dead', error = ?, retry_at = NULL, updated = ? WHERE key = ?"
+DEAD_LETTER_SAVED = (
+    f"INSERT INTO dead_letters ({DEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (key) DO UPDATE SET conversation = excluded.conversation,"
+    " event = excluded.event, error = excluded.error, traceback = excluded.traceback,"
+    " snapshot = excluded.snapshot, created = excluded.created"
+)
+DEAD_LETTERS = f"SELECT {DEAD_COLUMNS} FROM dead_letters ORDER BY created"
+DEAD_LETTER = f"SELECT {DEAD_COLUMNS} FROM dead_letters WHERE key = ?"
+DEAD_EVENT = "SELECT 1 FROM inbox WHERE key = ? AND status = 'dead'"
+EVENT_REQUEUED = (
+    "UPDATE inbox SET status = 'received', attempts = 0, retry_at = NULL,"
+    " updated = ? WHERE key = ? AND status = 'dead'"
+)
+DEAD_LETTER_DROPPED = "DELETE FROM dead_letters WHERE key = ?"
+DEAD_REPLY = "SELECT 1 FROM outbox WHERE key = ? AND status IN ('dead', 'unknown')"
+REPLY_REQUEUED = (
+    "UPDATE outbox SET status = 'pending', attempts = 0, next_at = NULL,"
+    " updated = ? WHERE key = ? AND status IN ('dead', 'unknown')"
+)
+
+# -- steps --------------------------------------------------------------------------
+
+STEP_RESULT = "SELECT result FROM steps WHERE event_key = ? AND name = ?"
+STEP_SAVED = (
+    "INSERT INTO steps (event_key, name, result, created) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (event_key, name) DO UPDATE"
+    " SET result = excluded.result, created = excluded.created"
+)
+STEP_RESULTS = "SELECT name, result FROM steps WHERE event_key = ?"
+
+# -- outbox -------------------------------------------------------------------------
+
+UNSENT = f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE {IS_UNSENT} ORDER BY seq"
+OUTBOX_ROWS = f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE event_key = ? ORDER BY seq"
+#: ``(status, attempts, next_at, platform_id, error, now, key)``; None keeps attempts and id.
+OUTBOX_MARKED = (
+    "UPDATE outbox SET status = ?, attempts = coalesce(?, attempts), next_at = ?,"
+    " platform_id = coalesce(?, platform_id), error = ?, updated = ? WHERE key = ?"
+)
+
+# -- conversation memory ------------------------------------------------------------
+
+HISTORY = f"SELECT {TURN_COLUMNS} FROM messages WHERE conversation = ? ORDER BY id DESC LIMIT ?"
+LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages WHERE conversation = ?"
+CONVERSATION = f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE conversation = ?"
+FACTS = f"SELECT {FACT_COLUMNS} FROM facts WHERE conversation = ? ORDER BY id"
+NEWEST_FACTS = (
+    f"SELECT {FACT_COLUMNS} FROM facts WHERE conversation = ? AND id > ? AND id < ?"
+    " ORDER BY id DESC LIMIT ?"
+)
+USAGE = f"SELECT {USAGE_COLUMNS} FROM usage WHERE conversation = ? AND day >= ? ORDER BY day, model"
+
+
+def unsummarized_pages(messages: str) -> tuple[str, str]:
+    """The newest-first and oldest-first page reads of unsummarized turns, both
+    ``(conversation, after_id, before_id, limit)``; ``messages`` is the table as the
+    dialect names it (SQLite's planner is told which index to use)."""
+    where = f"FROM {messages} WHERE conversation = ? AND summarized = 0 AND id > ? AND id < ?"
+    return (
+        f"SELECT {TURN_COLUMNS} {where} ORDER BY id DESC LIMIT ?",
+        f"SELECT {TURN_COLUMNS} {where} ORDER BY id LIMIT ?",
+    )
+
+
+def turns_and_memory(
+    key: str, turns: Sequence[Turn], changes: MemoryChanges | None, now: float
+) -> list[Statement]:
+    """A checkpoint's history rows and its other memory changes, each write idempotent
+    and none depending on another's order (both stores group statements by shape).
+
+    Usage totals are the ``usage_calls_sum`` trigger's work, in either schema: a call
+    counts once, when its ``usage_calls`` row is first inserted.
+    """
+    out: list[Statement] = [
+        (
+            "INSERT INTO messages (conversation, role, text, tokens, event_key, position,"
+            " created) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (turn.conversation, turn.role, turn.text, turn.tokens, key, position, now),
+        )
+        for position, turn in enumerate(turns)
+    ]
+    if not changes:
+        return out
+    conversation = changes.conversation
+    if changes.state is not None:
+        state = changes.state
+        out.append(
+            (
+                f"INSERT INTO conversations ({CONVERSATION_COLUMNS}, updated)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (conversation) DO UPDATE SET persona = excluded.persona,"
+                " summary = excluded.summary, summary_tokens = excluded.summary_tokens,"
+                " summarized_upto = excluded.summarized_upto,"
+                " context_from = excluded.context_from, settings = excluded.settings,"
+                " updated = excluded.updated",
+                (
+                    conversation,
+                    state.persona,
+                    state.summary,
+                    state.summary_tokens,
+                    state.summarized_upto,
+                    state.context_from,
+                    json.dumps(state.settings),
+                    now,
+                ),
+            )
+        )
+    for position, (text, tokens) in enumerate(changes.facts):
+        out.append(
+            (
+                "INSERT INTO facts (conversation, text, tokens, event_key, position, created)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (conversation, text, tokens, key, position, now),
+            )
+        )
+    for fact_id in changes.forget:
+        out.append(("DELETE FROM facts WHERE id = ? AND conversation = ?", (fact_id, conversation)))
+    if changes.summarized is not None:
+        first, last = changes.summarized
+        out.append(
+            (
+                "UPDATE messages SET summarized = 1"
+                " WHERE conversation = ? AND summarized = 0 AND id BETWEEN ? AND ?",
+                (conversation, first, last),
+            )
+        )
+    for call in changes.usage:
+        out.append(
+            (
+                "INSERT INTO usage_calls (event_key, name, conversation, model, day,"
+                " prompt_tokens, completion_tokens, cost, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (
+                    key,
+                    call.name,
+                    conversation,
+                    call.model,
+                    call.day,
+                    call.prompt_tokens,
+                    call.completion_tokens,
+                    call.cost,
+                    now,
+                ),
+            )
+        )
+    return out
+
+
+# -- cursors ------------------------------------------------------------------------
+
+CURSOR = "SELECT value FROM cursors WHERE name = ?"
+CURSOR_SET = (
+    "INSERT INTO cursors (name, value, updated) VALUES (?, ?, ?)"
+    " ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated = excluded.updated"
+)
+#: ``(prefix, prefix, since)``.
+RECENT_CURSORS = (
+    "SELECT name, value FROM cursors"
+    " WHERE substr(name, 1, length(?)) = ? AND updated >= ? ORDER BY name"
+)
+
+# -- pairing ------------------------------------------------------------------------
+
+PAIRING = f"SELECT {PAIRING_COLUMNS} FROM pairings WHERE platform = ? AND user_id = ?"
+PAIRING_BY_CODE = f"SELECT {PAIRING_COLUMNS} FROM pairings WHERE code = ?"
+PAIRINGS = f"SELECT {PAIRING_COLUMNS} FROM pairings ORDER BY created"
+PAIRING_REQUESTED = (
+    f"INSERT INTO pairings ({PAIRING_COLUMNS}) VALUES (?, ?, ?, ?, 'pending', ?, ?)"
+    " ON CONFLICT DO NOTHING"
+)
+PAIRING_APPROVED = "UPDATE pairings SET status = 'approved', updated = ? WHERE code = ?"
+PAIRING_REVOKED = "DELETE FROM pairings WHERE platform = ? AND user_id = ?"
+
+# -- reports ------------------------------------------------------------------------
+
+INBOX_COUNTS = "SELECT status, count(*) FROM inbox GROUP BY status"
+OUTBOX_COUNTS = "SELECT status, count(*) FROM outbox GROUP BY status"
+SPEND = (
+    "SELECT model, sum(prompt_tokens + completion_tokens), sum(cost) FROM usage"
+    " WHERE day >= ? GROUP BY model ORDER BY model"
+)
+LAST_SENT = "SELECT platform, max(updated) FROM outbox WHERE status = 'sent' GROUP BY platform"
+
+
+def last_received(platform_of_conversation: str) -> str:
+    """When each platform's newest event came in; the dialect says how a conversation
+    key's platform prefix (``telegram:...``) is cut off."""
+    return f"SELECT {platform_of_conversation}, max(created) FROM inbox GROUP BY 1"
+
+
+@functools.cache
+def numbered(text: str) -> str:
+    """``?`` placeholders as PostgreSQL's ``$1, $2, ...`` (no text here has a literal ``?``)."""
+    counter = itertools.count(1)
+    return re.sub(r"\?", lambda _: f"${next(counter)}", text)

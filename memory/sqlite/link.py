@@ -1,0 +1,315 @@
+"""The SQLite store's link to its writer process: the batching queue, the pipe, and the
+futures settled after each commit.
+
+Every write goes through a single writer task that gathers whatever is queued and sends
+it, as ONE message, to a child process (:mod:`tether.memory.sqlite.writer`) that commits
+it as ONE transaction: ``executemany`` per statement shape, one commit. The process
+keeps the SQL off the event loop and on the machine's other core, where a thread could
+not (see that module for why). Callers still get their own future back, resolved only
+after that commit: durable-before-ack holds for each of them.
+
+Write ordering inside a batch is by *phase* (:data:`tether.memory.sql.ACCEPT` ...
+``OUTBOX``). A write is only ever submitted after the writes it depends on have
+committed, or sits in a later phase of the same batch, so grouping statements by shape
+never reorders dependent writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import pickle
+import sys
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+# Imported as a module, not its names: ``frame`` is looked up at each send (tests record it).
+import tether.memory.sqlite.writer as writer_process
+from tether.events import Event
+from tether.memory.sql import BEGIN, Statement
+from tether.memory.store import InboxRow
+
+log = structlog.get_logger("tether.sqlite")
+#: How long ``close`` waits for the writer process to finish before killing it.
+_WRITER_EXIT_S = 10.0
+#: Batches at the writer at once: the next one gathers while the last one commits.
+IN_FLIGHT = 4
+
+
+@dataclass(slots=True)
+class _Accept:
+    items: Sequence[tuple[Event, str, str]]  # event, conversation, serialized payload
+    cursors: Mapping[str, str]
+    future: asyncio.Future[list[InboxRow | None]]
+
+
+@dataclass(slots=True)
+class _Write:
+    phase: int
+    statements: list[Statement]
+    future: asyncio.Future[None] | None  # None: posted, nobody waits for it
+
+
+@dataclass(slots=True)
+class _Queue:
+    accepts: list[_Accept] = field(default_factory=list)
+    writes: list[_Write] = field(default_factory=list)
+    #: Posted writes in this batch, and a future for readers waiting for them.
+    posted: int = 0
+    settled: asyncio.Future[None] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.accepts or self.writes)
+
+
+class WriterLink:
+    """One SQLite file's writes: queued here, committed by the writer process in groups.
+
+    ``label`` is the path the user configured (for messages); ``open`` gets the file the
+    writer really opens (for ``:memory:`` a scratch file).
+    """
+
+    def __init__(self, label: str, synchronous: str) -> None:
+        self.label = label
+        self.synchronous = synchronous
+        self._file = label
+        #: The writer process; replaced when it dies (tests signal it).
+        self.process: asyncio.subprocess.Process | None = None
+        self._replies: asyncio.Task[None] | None = None
+        #: Batches sent to the current writer and not answered yet, oldest first (each
+        #: writer has its own: a dead one's reader fails only what that one held).
+        self._inflight: deque[_Queue] = deque()
+        self._room = asyncio.Semaphore(IN_FLIGHT)
+        self._queue = _Queue()
+        #: Events whose 'running' mark still waits in the queue (see :meth:`take_begin`).
+        self._begun: dict[str, _Write] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def open(self, file: str) -> None:
+        self._file = file
+        await self._start_writer()
+        self._closing = False
+        self._task = asyncio.create_task(self._write_loop(), name="sqlite-writer")
+
+    async def close(self) -> None:
+        """Commit what is queued, then let the writer process exit."""
+        if self._task:
+            self._closing = True
+            self._wake.set()
+            await self._task
+            self._task = None
+        await self._stop_writer()
+
+    async def _start_writer(self) -> asyncio.subprocess.Process:
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-S", writer_process.__file__, self._file, self.synchronous,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            ready = await _read_reply(writer)
+        except asyncio.IncompleteReadError:
+            code = await writer.wait()  # its traceback went to our stderr
+            raise RuntimeError(f"the SQLite writer for {self.label} failed ({code})") from None
+        assert ready == (True, writer_process.READY), ready
+        self.process, self._inflight = writer, deque()
+        self._replies = asyncio.create_task(
+            self._read_replies(writer, self._inflight), name="sqlite-replies"
+        )
+        return writer
+
+    async def _stop_writer(self) -> None:
+        """EOF to the writer: it answers what it was sent, then exits."""
+        writer, replies = self.process, self._replies
+        if writer is None:
+            return
+        assert writer.stdin is not None
+        writer.stdin.close()
+        try:
+            await asyncio.wait_for(writer.wait(), _WRITER_EXIT_S)
+        except TimeoutError:
+            writer.kill()
+        if replies:
+            await replies
+        self.process = self._replies = None
+
+    # -- what the store submits -----------------------------------------------------
+
+    def accept(
+        self, items: Sequence[tuple[Event, str, str]], cursors: Mapping[str, str]
+    ) -> asyncio.Future[list[InboxRow | None]]:
+        """Queue events for the inbox (and cursors to move with them); the future holds
+        each one's new row, or None for a key already there, once committed."""
+        future: asyncio.Future[list[InboxRow | None]] = asyncio.get_running_loop().create_future()
+        self._check_open()
+        self._queue.accepts.append(_Accept(items, cursors, future))
+        self._wake.set()
+        return future
+
+    async def write(self, phase: int, *statements: Statement) -> None:
+        """Queue statements for the next group commit and wait until it has committed."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Write(phase, list(statements), future))
+        await future
+
+    def post(self, phase: int, *statements: Statement) -> _Write:
+        """Queue statements for the next group commit without waiting for it.
+
+        For writes that need not be durable before the caller goes on: the writer keeps
+        them ordered before anything submitted later, and a crash before the commit
+        leaves the row as it was, which recovery already handles. Reads wait for them
+        (:meth:`settled`), so the store still reads its own writes; a failure is logged
+        with its batch.
+        """
+        write = _Write(phase, list(statements), None)
+        self._enqueue(write)
+        self._queue.posted += 1
+        return write
+
+    def begin(self, key: str, statement: Statement) -> None:
+        """Post event ``key``'s 'running' mark, and remember it until its batch leaves."""
+        self._begun[key] = self.post(BEGIN, statement)
+
+    def take_begin(self, key: str) -> Sequence[Any] | None:
+        """The parameters of ``key``'s 'running' mark, if that mark has not reached the
+        writer yet: then it is dropped, and the finishing write sets the attempts
+        instead. A quick handler finishes within the batch that would have marked it
+        running; that row is one of eight an event writes."""
+        write = self._begun.pop(key, None)
+        if write is None:
+            return None
+        (_sql, params), *_ = write.statements
+        write.statements.clear()
+        return params
+
+    async def settled(self) -> None:
+        """Wait for the newest batch with posted writes (batches settle in order)."""
+        batch = self._queue if self._queue.posted else None
+        if batch is None:
+            batch = next((b for b in reversed(self._inflight) if b.posted), None)
+        if batch is None:
+            return
+        if batch.settled is None:
+            batch.settled = asyncio.get_running_loop().create_future()
+        await asyncio.wait([batch.settled])  # a cancelled reader leaves it to the others
+
+    def _enqueue(self, write: _Write) -> None:
+        self._check_open()
+        self._queue.writes.append(write)
+        self._wake.set()
+
+    def _check_open(self) -> None:
+        if self._task is None or self._closing:
+            raise RuntimeError("store is closed")
+
+    # -- the writer task ------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        while True:
+            if not self._queue:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            await self._room.acquire()
+            batch, self._queue = self._queue, _Queue()
+            self._begun.clear()
+            try:
+                await self._send(batch)
+            except Exception as exc:
+                self._room.release()
+                _settle(batch, exc)
+
+    async def _send(self, batch: _Queue) -> None:
+        """Hand a batch to the writer process: its statements grouped by (phase, SQL), so
+        the writer runs one ``executemany`` per shape, in phase order."""
+        groups: dict[tuple[int, str], list[Sequence[Any]]] = {}
+        for write in sorted(batch.writes, key=lambda w: w.phase):
+            for sql, params in write.statements:
+                groups.setdefault((write.phase, sql), []).append(params)
+        accepts = [
+            ([(event.key, conversation, payload) for event, conversation, payload in a.items],
+             a.cursors)
+            for a in batch.accepts
+        ]  # fmt: skip
+        data = writer_process.frame((accepts, [(sql, rows) for (_, sql), rows in groups.items()]))
+        writer = self.process
+        if writer is None or writer.returncode is not None:
+            writer = await self._start_writer()
+        assert writer.stdin is not None
+        self._inflight.append(batch)
+        writer.stdin.write(data)
+        try:
+            await writer.stdin.drain()
+        except OSError:
+            # The writer is gone; its reply reader fails everything in flight, this too.
+            with contextlib.suppress(ProcessLookupError):
+                writer.kill()
+
+    async def _read_replies(
+        self, writer: asyncio.subprocess.Process, inflight: deque[_Queue]
+    ) -> None:
+        """Settle each batch as the writer answers it, in the order they were sent."""
+        try:
+            while True:
+                ok, result = await _read_reply(writer)
+                batch = inflight.popleft()
+                self._room.release()
+                if not ok:
+                    _settle(batch, result)
+                    continue
+                for accept, seqs in zip(batch.accepts, result, strict=True):
+                    accept.future.set_result(_accepted(accept, seqs))
+                _settle(batch, None)
+        except (asyncio.IncompleteReadError, OSError):
+            pass  # EOF: the writer exited, after a close or on its own
+        if self.process is writer:
+            self.process = None
+        code = await writer.wait()
+        if inflight:
+            log.error("store.writer_exited", path=self.label, code=code)
+            # Not known to be committed: callers retry, and every write is idempotent.
+            error = RuntimeError(f"the SQLite writer process for {self.label} exited ({code})")
+            while inflight:
+                self._room.release()
+                _settle(inflight.popleft(), error)
+
+
+async def _read_reply(writer: asyncio.subprocess.Process) -> tuple[bool, Any]:
+    assert writer.stdout is not None
+    header = await writer.stdout.readexactly(writer_process.HEADER.size)
+    (size,) = writer_process.HEADER.unpack(header)
+    reply: tuple[bool, Any] = pickle.loads(await writer.stdout.readexactly(size))
+    return reply
+
+
+def _accepted(accept: _Accept, seqs: Sequence[int | None]) -> list[InboxRow | None]:
+    return [
+        None if seq is None else InboxRow(seq, event.key, conversation, event)
+        for (event, conversation, _payload), seq in zip(accept.items, seqs, strict=True)
+    ]
+
+
+def _settle(batch: _Queue, error: BaseException | None) -> None:
+    """Resolve every future of ``batch``: with ``error``, or done (accepts already are)."""
+    futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
+    futures += [w.future for w in batch.writes if w.future is not None]
+    for future in futures:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+    if error is not None and batch.posted:
+        log.error("store.write_failed", error=repr(error), posted=batch.posted)
+    if batch.settled is not None and not batch.settled.done():
+        batch.settled.set_result(None)

@@ -1,0 +1,199 @@
+"""The SQLite dialect's schema: every table, index and trigger, and how a file is
+brought up to date.
+
+Migrations are append-only: a file records the number it has run in ``PRAGMA
+user_version``, and an existing entry is never edited (a file that ran it would never
+see the edit). A new table or column is a new entry at the end.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tether.memory.sqlite.writer import connect
+
+MIGRATIONS: list[str] = [
+    # 1: the core pipeline
+    """
+    CREATE TABLE inbox (
+        seq          INTEGER PRIMARY KEY,
+        key          TEXT NOT NULL UNIQUE,
+        conversation TEXT NOT NULL,
+        payload      TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        retry_at     REAL,
+        error        TEXT,
+        created      REAL NOT NULL,
+        updated      REAL NOT NULL
+    );
+    CREATE INDEX inbox_unfinished ON inbox(status, seq)
+        WHERE status IN ('received', 'running', 'retry_wait');
+    CREATE TABLE steps (
+        event_key TEXT NOT NULL,
+        name      TEXT NOT NULL,
+        result    TEXT NOT NULL,
+        created   REAL NOT NULL,
+        PRIMARY KEY (event_key, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE outbox (
+        seq         INTEGER PRIMARY KEY,
+        key         TEXT NOT NULL UNIQUE,
+        event_key   TEXT NOT NULL,
+        platform    TEXT NOT NULL,
+        payload     TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        next_at     REAL,
+        platform_id TEXT,
+        error       TEXT,
+        created     REAL NOT NULL,
+        updated     REAL NOT NULL
+    );
+    CREATE INDEX outbox_event ON outbox(event_key);
+    CREATE INDEX outbox_unsent ON outbox(status, seq)
+        WHERE status IN ('pending', 'sending', 'retry_wait');
+    CREATE TABLE messages (
+        id           INTEGER PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        role         TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        tokens       INTEGER,
+        event_key    TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        summarized   INTEGER NOT NULL DEFAULT 0,
+        created      REAL NOT NULL,
+        UNIQUE (event_key, position)
+    );
+    CREATE INDEX messages_conversation ON messages(conversation, id);
+    CREATE TABLE dead_letters (
+        key          TEXT PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        event        TEXT NOT NULL,
+        error        TEXT NOT NULL,
+        traceback    TEXT NOT NULL,
+        snapshot     TEXT NOT NULL,
+        created      REAL NOT NULL
+    );
+    CREATE TABLE cursors (
+        name    TEXT PRIMARY KEY,
+        value   TEXT NOT NULL,
+        updated REAL NOT NULL
+    );
+    """,
+    # access: senders admitted by pairing
+    """
+    CREATE TABLE pairings (
+        platform TEXT NOT NULL,
+        user_id  TEXT NOT NULL,
+        name     TEXT NOT NULL,
+        code     TEXT NOT NULL UNIQUE,
+        status   TEXT NOT NULL,
+        created  REAL NOT NULL,
+        updated  REAL NOT NULL,
+        PRIMARY KEY (platform, user_id)
+    );
+    """,
+    # memory: conversations, facts, usage; a partial index for compaction's reads
+    """
+    CREATE TABLE conversations (
+        conversation    TEXT PRIMARY KEY,
+        persona         TEXT,
+        summary         TEXT NOT NULL DEFAULT '',
+        summary_tokens  INTEGER NOT NULL DEFAULT 0,
+        summarized_upto INTEGER NOT NULL DEFAULT 0,
+        context_from    INTEGER NOT NULL DEFAULT 0,
+        settings        TEXT NOT NULL DEFAULT '{}',
+        updated         REAL NOT NULL
+    );
+    CREATE TABLE facts (
+        id           INTEGER PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        tokens       INTEGER NOT NULL,
+        event_key    TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        created      REAL NOT NULL,
+        UNIQUE (event_key, position)
+    );
+    CREATE INDEX facts_conversation ON facts(conversation, id);
+    CREATE TABLE usage_calls (
+        event_key         TEXT NOT NULL,
+        name              TEXT NOT NULL,
+        conversation      TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        day               TEXT NOT NULL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cost              REAL NOT NULL,
+        created           REAL NOT NULL,
+        PRIMARY KEY (event_key, name)
+    ) WITHOUT ROWID;
+    CREATE TABLE usage (
+        conversation      TEXT NOT NULL,
+        day               TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        prompt_tokens     INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        cost              REAL NOT NULL,
+        calls             INTEGER NOT NULL,
+        PRIMARY KEY (conversation, day, model)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER usage_calls_sum AFTER INSERT ON usage_calls BEGIN
+        INSERT INTO usage
+            (conversation, day, model, prompt_tokens, completion_tokens, cost, calls)
+        VALUES
+            (NEW.conversation, NEW.day, NEW.model, NEW.prompt_tokens, NEW.completion_tokens,
+             NEW.cost, 1)
+        ON CONFLICT (conversation, day, model) DO UPDATE SET
+            prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+            completion_tokens = completion_tokens + excluded.completion_tokens,
+            cost = cost + excluded.cost,
+            calls = calls + 1;
+    END;
+    CREATE INDEX messages_unsummarized ON messages(conversation, id) WHERE summarized = 0;
+    """,
+]
+
+
+def migrate(file: str, synchronous: str, label: str) -> None:
+    """Run the migrations ``file`` has not run yet, all in one transaction.
+
+    Blocking (the store runs it in a thread before its writer process starts); ``label``
+    is the path the user configured, for the error message.
+    """
+    db = connect(file, synchronous)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > len(MIGRATIONS):
+                raise RuntimeError(
+                    f"{label}: schema version {version} is newer than this Tether "
+                    f"({len(MIGRATIONS)}); upgrade Tether"
+                )
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                for statement in _statements(script):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version={number}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.close()
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements; a trigger body's inner ``;`` stays inside it.
+
+    (``executescript`` would commit the migration's transaction halfway.)
+    """
+    statements, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n\t;"):
+                statements.append(pending)
+            pending = ""
+    return statements

@@ -1,0 +1,167 @@
+"""The embedded store: SQLite in WAL mode, its writes committed in groups by one writer
+process (:mod:`tether.memory.sqlite.link`), its reads on a connection of this process.
+
+Reads go through aiosqlite and see committed state (WAL), after the writes this store
+posted without waiting (:meth:`WriterLink.settled`): the store reads its own writes.
+What is the same in PostgreSQL is :class:`tether.memory.sqlstore.SqlStore`; here is only
+what the writer process changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from tether.events import Event, OutMessage
+from tether.memory import sql
+from tether.memory.rows import Row
+from tether.memory.sql import FINISH, OUTBOX, Statement
+from tether.memory.sqlite.link import WriterLink
+from tether.memory.sqlite.schema import migrate
+from tether.memory.sqlstore import SqlStore
+from tether.memory.store import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
+
+_INSERT_OUTBOX = (
+    "INSERT INTO outbox (key, event_key, platform, payload, status, created, updated)"
+    " VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT DO NOTHING"
+)
+
+
+class SqliteStore(SqlStore):
+    _newest_unsummarized, _oldest_unsummarized = sql.unsummarized_pages(
+        "messages INDEXED BY messages_unsummarized"
+    )
+    _last_received = sql.last_received("substr(conversation, 1, instr(conversation, ':') - 1)")
+
+    def __init__(self, path: str, *, synchronous: str = "normal") -> None:
+        self.path = path
+        self.synchronous = synchronous.upper()
+        #: The database file; for ``:memory:`` a temporary one, removed at close (the
+        #: writer is another process, which cannot share an in-memory database).
+        self._file = path
+        self._scratch: str | None = None
+        self._link = WriterLink(path, self.synchronous)
+        self._write = self._link.write
+        self._reader: aiosqlite.Connection | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self.path == ":memory:":
+            self._scratch = tempfile.mkdtemp(prefix="tether-")
+            self._file = str(Path(self._scratch) / "store.db")
+        await asyncio.to_thread(migrate, self._file, self.synchronous, self.path)
+        await self._link.open(self._file)
+        self._reader = await aiosqlite.connect(self._file)
+        await self._reader.execute("PRAGMA busy_timeout=10000")
+
+    async def close(self) -> None:
+        await self._link.close()
+        if self._reader:
+            await self._reader.close()
+            self._reader = None
+        if self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    async def ping(self) -> None:
+        await self._rows("SELECT 1")
+
+    async def _rows(self, text: str, params: Sequence[Any] = ()) -> list[Row]:
+        if self._reader is None:
+            raise RuntimeError("store is closed")
+        await self._link.settled()
+        return list(await self._reader.execute_fetchall(text, params))
+
+    # -- inbox ----------------------------------------------------------------------
+
+    async def accept(
+        self, items: Sequence[tuple[Event, str]], cursors: Mapping[str, str] | None = None
+    ) -> list[InboxRow | None]:
+        if not items and not cursors:
+            return []
+        # Serialize here, on the event loop, so the writer process only runs SQL.
+        prepared = [(event, conversation, event.to_json()) for event, conversation in items]
+        return await self._link.accept(prepared, dict(cursors or {}))
+
+    async def recover(self) -> list[InboxRow]:
+        """One process owns this file: 'running' rows are a crash's leftovers."""
+        await self._write(
+            FINISH,
+            ("UPDATE inbox SET status = 'received', updated = ? WHERE status = 'running'",
+             (time.time(),)),
+        )  # fmt: skip
+        return await super().recover()
+
+    async def begin(self, row: InboxRow) -> None:
+        # Not awaited: the handler may start before this commits. A crash before it
+        # leaves the row 'received' with one attempt fewer, which recovery runs anyway.
+        row.attempts += 1
+        row.status = "running"
+        self._link.begin(row.key, (sql.RUNNING, (row.attempts, time.time(), row.key)))
+
+    async def checkpoint(
+        self,
+        key: str,
+        outbox: Sequence[OutMessage],
+        turns: Sequence[Turn],
+        changes: MemoryChanges | None = None,
+    ) -> list[OutboxRow]:
+        now = time.time()
+        # A 'running' mark still queued is dropped; this write sets its attempts instead.
+        running = self._link.take_begin(key)
+        attempts = None if running is None else int(running[0])
+        statements: list[Statement] = [(sql.FINISHED, (attempts, now, key))]
+        rows: list[OutboxRow] = []
+        for message in outbox:
+            statements.append(
+                (
+                    _INSERT_OUTBOX,
+                    (message.key, key, message.target.platform, message.to_json(), now, now),
+                )
+            )
+            rows.append(OutboxRow(seq=0, key=message.key, event_key=key, message=message))
+        statements += sql.turns_and_memory(key, turns, changes, now)
+        await self._write(FINISH, *statements)
+        return rows
+
+    async def requeue(self, key: str) -> bool:
+        now = time.time()
+        if await self._rows(sql.DEAD_EVENT, (key,)):
+            await self._write(
+                FINISH, (sql.EVENT_REQUEUED, (now, key)), (sql.DEAD_LETTER_DROPPED, (key,))
+            )
+            return True
+        if await self._rows(sql.DEAD_REPLY, (key,)):
+            await self._write(OUTBOX, (sql.REPLY_REQUEUED, (now, key)))
+            return True
+        return False
+
+    # -- outbox ---------------------------------------------------------------------
+
+    async def mark_outbox(
+        self,
+        key: str,
+        status: OutboxStatus,
+        *,
+        attempts: int | None = None,
+        next_at: float | None = None,
+        platform_id: str | None = None,
+        error: str | None = None,
+        durable: bool = True,
+    ) -> None:
+        statement = (
+            sql.OUTBOX_MARKED,
+            (status, attempts, next_at, platform_id, error, time.time(), key),
+        )
+        if durable:
+            await self._write(OUTBOX, statement)
+        else:
+            self._link.post(OUTBOX, statement)

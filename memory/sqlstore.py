@@ -1,0 +1,243 @@
+"""What the SQLite and PostgreSQL stores do the same way: every read, and every write
+that is the same statements in either.
+
+A subclass supplies two things: ``_rows`` (run a ``?`` query, return its rows) and
+``_write`` (commit statements as one transaction, in a phase). It keeps for itself only
+what its engine does differently: opening, accepting events (SQLite's writer process
+numbers them; PostgreSQL inserts with ``unnest``), the 'running' mark and the
+checkpoint (SQLite folds one into the other when they meet in a batch), the outbox's
+'sent' mark (SQLite need not wait for it), and requeueing (one transaction on
+PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import time
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol
+
+from tether.memory import sql
+from tether.memory.rows import (
+    Row,
+    conversation_row,
+    dead_letter_row,
+    fact_row,
+    inbox_row,
+    newest_within,
+    oldest_within,
+    outbox_row,
+    turn_row,
+)
+from tether.memory.sql import ACCEPT, FINISH, STEP, Statement
+from tether.memory.store import (
+    ConversationState,
+    DeadLetter,
+    Fact,
+    InboxRow,
+    OutboxRow,
+    Pairing,
+    Store,
+    Turn,
+    Usage,
+    Window,
+)
+
+
+class Commit(Protocol):
+    """Commit ``statements`` as one transaction; return once they are durable."""
+
+    def __call__(self, phase: int, *statements: Statement) -> Awaitable[None]: ...
+
+
+class SqlStore(Store):
+    #: An attribute, not a method: SQLite binds its link's own ``write`` here, so a write
+    #: costs no extra call on the way to the writer.
+    _write: Commit
+    #: The dialect's page reads of unsummarized turns (see :func:`sql.unsummarized_pages`).
+    _newest_unsummarized: str
+    _oldest_unsummarized: str
+    #: The dialect's :func:`sql.last_received`.
+    _last_received: str
+
+    @abc.abstractmethod
+    async def _rows(self, text: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run a ``?`` query on committed state (and this store's own writes)."""
+
+    # -- inbox ----------------------------------------------------------------------
+
+    async def recover(self) -> list[InboxRow]:
+        # Shared by several processes (PostgreSQL), 'running' rows may be another's work:
+        # they are taken back only by whoever acquires their lane (see Dispatcher), never
+        # reset wholesale here. SQLite's store, one process's own, resets them first.
+        return [inbox_row(row) for row in await self._rows(sql.UNFINISHED)]
+
+    async def lane(self, conversation: str) -> list[InboxRow]:
+        return [inbox_row(row) for row in await self._rows(sql.LANE, (conversation,))]
+
+    async def busy_conversations(self) -> list[str]:
+        return [str(row[0]) for row in await self._rows(sql.BUSY_CONVERSATIONS)]
+
+    async def pending(self, older_than: float) -> list[InboxRow]:
+        return [inbox_row(row) for row in await self._rows(sql.PENDING, (older_than,))]
+
+    async def retry_later(self, key: str, retry_at: float, error: str) -> None:
+        await self._write(FINISH, (sql.RETRY, (retry_at, error, time.time(), key)))
+
+    async def bury(self, letter: DeadLetter) -> None:
+        now = time.time()
+        await self._write(
+            FINISH,
+            (sql.BURIED, (letter.error, now, letter.key)),
+            (
+                sql.DEAD_LETTER_SAVED,
+                (
+                    letter.key,
+                    letter.conversation,
+                    letter.event.to_json(),
+                    letter.error,
+                    letter.traceback,
+                    json.dumps(letter.snapshot, default=str),
+                    now,
+                ),
+            ),
+        )
+
+    async def dead_letters(self) -> list[DeadLetter]:
+        return [dead_letter_row(row) for row in await self._rows(sql.DEAD_LETTERS)]
+
+    async def dead_letter(self, key: str) -> DeadLetter | None:
+        rows = await self._rows(sql.DEAD_LETTER, (key,))
+        return dead_letter_row(rows[0]) if rows else None
+
+    async def inbox_row(self, key: str) -> InboxRow | None:
+        rows = await self._rows(sql.INBOX_ROW, (key,))
+        return inbox_row(rows[0]) if rows else None
+
+    # -- steps ----------------------------------------------------------------------
+
+    async def step(self, key: str, name: str) -> str | None:
+        rows = await self._rows(sql.STEP_RESULT, (key, name))
+        return str(rows[0][0]) if rows else None
+
+    async def save_step(self, key: str, name: str, result: str) -> None:
+        await self._write(STEP, (sql.STEP_SAVED, (key, name, result, time.time())))
+
+    async def steps(self, key: str) -> dict[str, str]:
+        rows = await self._rows(sql.STEP_RESULTS, (key,))
+        return {str(name): str(result) for name, result in rows}
+
+    # -- outbox ---------------------------------------------------------------------
+
+    async def unsent(self) -> list[OutboxRow]:
+        return [outbox_row(row) for row in await self._rows(sql.UNSENT)]
+
+    async def outbox_rows(self, event_key: str) -> list[OutboxRow]:
+        return [outbox_row(row) for row in await self._rows(sql.OUTBOX_ROWS, (event_key,))]
+
+    # -- conversation memory --------------------------------------------------------
+
+    async def history(self, conversation: str, limit: int) -> list[Turn]:
+        rows = await self._rows(sql.HISTORY, (conversation, limit))
+        return [turn_row(row) for row in reversed(rows)]
+
+    async def recent(self, conversation: str, budget: int, *, after_id: int = 0) -> Window:
+        async def page(after: int, before: int, limit: int) -> list[Row]:
+            return await self._rows(self._newest_unsummarized, (conversation, after, before, limit))
+
+        return Window(*await newest_within(page, turn_row, budget, after_id))
+
+    async def oldest_unsummarized(
+        self, conversation: str, budget: int, *, after_id: int = 0, before_id: int | None = None
+    ) -> list[Turn]:
+        async def page(after: int, before: int, limit: int) -> list[Row]:
+            return await self._rows(self._oldest_unsummarized, (conversation, after, before, limit))
+
+        return await oldest_within(page, budget, after_id, before_id)
+
+    async def last_message_id(self, conversation: str) -> int:
+        rows = await self._rows(sql.LAST_MESSAGE_ID, (conversation,))
+        return int(rows[0][0])
+
+    async def conversation(self, conversation: str) -> ConversationState:
+        rows = await self._rows(sql.CONVERSATION, (conversation,))
+        return conversation_row(rows[0]) if rows else ConversationState(conversation)
+
+    async def facts(self, conversation: str, budget: int | None = None) -> list[Fact]:
+        if budget is None:
+            return [fact_row(row) for row in await self._rows(sql.FACTS, (conversation,))]
+
+        async def page(after: int, before: int, limit: int) -> list[Row]:
+            return await self._rows(sql.NEWEST_FACTS, (conversation, after, before, limit))
+
+        facts, _used, _more = await newest_within(page, fact_row, budget, 0)
+        return facts
+
+    async def usage(self, conversation: str, since: str = "") -> list[Usage]:
+        return [Usage(*row) for row in await self._rows(sql.USAGE, (conversation, since))]
+
+    # -- cursors --------------------------------------------------------------------
+
+    async def cursor(self, name: str) -> str | None:
+        rows = await self._rows(sql.CURSOR, (name,))
+        return str(rows[0][0]) if rows else None
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        await self._write(ACCEPT, (sql.CURSOR_SET, (name, value, time.time())))
+
+    async def recent_cursors(self, prefix: str, since: float) -> dict[str, str]:
+        rows = await self._rows(sql.RECENT_CURSORS, (prefix, prefix, since))
+        return {str(name): str(value) for name, value in rows}
+
+    # -- pairing --------------------------------------------------------------------
+
+    async def pairing(self, platform: str, user_id: str) -> Pairing | None:
+        rows = await self._rows(sql.PAIRING, (platform, user_id))
+        return Pairing(*rows[0]) if rows else None
+
+    async def request_pairing(self, platform: str, user_id: str, name: str, code: str) -> Pairing:
+        now = time.time()
+        await self._write(
+            ACCEPT, (sql.PAIRING_REQUESTED, (platform, user_id, name, code, now, now))
+        )
+        found = await self.pairing(platform, user_id)
+        assert found is not None
+        return found
+
+    async def approve_pairing(self, code: str) -> Pairing | None:
+        code = code.strip().upper()
+        await self._write(ACCEPT, (sql.PAIRING_APPROVED, (time.time(), code)))
+        rows = await self._rows(sql.PAIRING_BY_CODE, (code,))
+        return Pairing(*rows[0]) if rows else None
+
+    async def revoke_pairing(self, platform: str, user_id: str) -> bool:
+        found = await self.pairing(platform, user_id)
+        await self._write(ACCEPT, (sql.PAIRING_REVOKED, (platform, user_id)))
+        return found is not None
+
+    async def pairings(self) -> list[Pairing]:
+        return [Pairing(*row) for row in await self._rows(sql.PAIRINGS)]
+
+    # -- reports --------------------------------------------------------------------
+
+    async def counts(self) -> dict[str, dict[str, int]]:
+        inbox = await self._rows(sql.INBOX_COUNTS)
+        outbox = await self._rows(sql.OUTBOX_COUNTS)
+        return {
+            "inbox": {str(s): int(n) for s, n in inbox},
+            "outbox": {str(s): int(n) for s, n in outbox},
+        }
+
+    async def spend(self, since: str) -> dict[str, tuple[int, float]]:
+        rows = await self._rows(sql.SPEND, (since,))
+        return {str(model): (int(tokens), float(cost)) for model, tokens, cost in rows}
+
+    async def activity(self) -> dict[str, dict[str, float]]:
+        received = await self._rows(self._last_received)
+        sent = await self._rows(sql.LAST_SENT)
+        out: dict[str, dict[str, float]] = {}
+        for kind, rows in (("received", received), ("sent", sent)):
+            for platform, when in rows:
+                out.setdefault(str(platform), {})[kind] = float(when)
+        return out
