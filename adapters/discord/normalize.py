@@ -1,0 +1,434 @@
+"""A Discord payload (the JSON dict the gateway or REST sends) → an :class:`Event`, or why not.
+
+Pure: no I/O, no adapter and no discord.py — the payload, a :class:`Bot` (who we are, whom
+we answer) and, optionally, :class:`Servers` (what the gateway's cache knows that a payload
+does not say). Tests and fuzzers call it with dicts; the gateway hook, the backfill and
+``/ask`` call it for every message and interaction. It never raises: a payload it cannot
+read is a :class:`Dropped` with the reason, and its channel's cursor still moves past it.
+
+Keys are stable across redeliveries (a RESUME replays, a backfill re-reads):
+``dc:msg:{id}`` for a message, ``dc:edit:{id}:{edited_timestamp}`` for an edit,
+``dc:int:{id}`` for ``/ask``.
+
+The text is what discord.py calls ``clean_content`` — ``<@id>`` becomes ``@name``,
+``<@&id>`` ``@role``, ``<#id>`` ``#channel``, and ``@everyone`` is defused — because a
+handler or a model reads it. Role and channel names, a thread's parent and cached members
+come from :class:`Servers`: a server missing from it reads as discord.py reads a server it
+has not cached (``@deleted-role``, ``#deleted-channel``, names from the payload only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from tether.adapters.discord import read
+from tether.adapters.kit import Dropped, describe
+from tether.events import (
+    REPLY_META,
+    Attachment,
+    ChatType,
+    Conversation,
+    Event,
+    Kind,
+    Sender,
+    parse_command,
+)
+
+PLATFORM = "discord"
+IGNORED = "discord.ignored"  # left out by policy: our own, a bot, not addressed to us
+SKIPPED = "discord.skipped"  # cannot be handled: a system message, malformed, unsupported
+#: Interaction tokens live 15 minutes; replies after that go to the channel instead.
+INTERACTION_TTL = 15 * 60
+
+#: Message types a person writes: default and reply. The rest are system messages.
+_ANSWERED = (0, 19)
+#: discord.py's ``MessageType`` names, so a skip reason names the type as it does.
+_MESSAGE_TYPES = {
+    1: "recipient_add",
+    2: "recipient_remove",
+    3: "call",
+    4: "channel_name_change",
+    5: "channel_icon_change",
+    6: "pins_add",
+    7: "new_member",
+    8: "premium_guild_subscription",
+    9: "premium_guild_tier_1",
+    10: "premium_guild_tier_2",
+    11: "premium_guild_tier_3",
+    12: "channel_follow_add",
+    13: "guild_stream",
+    14: "guild_discovery_disqualified",
+    15: "guild_discovery_requalified",
+    16: "guild_discovery_grace_period_initial_warning",
+    17: "guild_discovery_grace_period_final_warning",
+    18: "thread_created",
+    20: "chat_input_command",
+    21: "thread_starter_message",
+    22: "guild_invite_reminder",
+    23: "context_menu_command",
+    24: "auto_moderation_action",
+    25: "role_subscription_purchase",
+    26: "interaction_premium_upsell",
+    27: "stage_start",
+    28: "stage_end",
+    29: "stage_speaker",
+    30: "stage_raise_hand",
+    31: "stage_topic",
+    32: "guild_application_premium_subscription",
+    36: "guild_incident_alert_mode_enabled",
+    37: "guild_incident_alert_mode_disabled",
+    38: "guild_incident_report_raid",
+    39: "guild_incident_report_false_alarm",
+    44: "purchase_notification",
+    46: "poll_result",
+    63: "emoji_added",
+}
+_MENTION = re.compile(r"<(@[!&]?|#)([0-9]{15,20})>")
+#: What would still ping once the text is sent back: defused with a zero-width space.
+_LOUD = re.compile(r"@(everyone|here|[!&]?[0-9]{17,20})")
+
+
+@dataclass(frozen=True, slots=True)
+class Bot:
+    """What normalizing needs besides the payload: the bot's user id (known after login)
+    and the policy read from ``platforms.discord``."""
+
+    id: str | None = None
+    #: In servers, only messages that mention the bot (or its role) or reply to it.
+    require_mention: bool = True
+    #: Messages from other bots and webhooks are dropped, so two agents cannot loop.
+    ignore_bots: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    name: str
+    #: Set on the role Discord manages for a bot: people @ it instead of the bot.
+    bot_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    name: str
+    #: The channel a thread belongs to; None for anything but a thread.
+    parent_id: str | None = None
+
+
+class Server(Protocol):
+    """One server as the gateway's cache knows it (ids are decimal strings)."""
+
+    def member_name(self, user_id: str) -> str | None: ...
+
+    def role(self, role_id: str) -> Role | None: ...
+
+    def channel(self, channel_id: str) -> Channel | None: ...
+
+
+class Servers(Protocol):
+    """The servers the cache knows, by id: a plain ``dict`` of :class:`Server` will do."""
+
+    def get(self, guild_id: str, /) -> Server | None: ...
+
+
+NO_SERVERS: Mapping[str, Server] = MappingProxyType({})
+
+
+# -- entry points ----------------------------------------------------------------------
+
+
+def normalize(
+    frame: Any, bot: Bot, servers: Servers = NO_SERVERS, *, deferred: bool = False
+) -> Event | Dropped:
+    """One gateway dispatch frame ``{op, t, s, d}`` → an :class:`Event`, or why not."""
+    if not isinstance(frame, Mapping):
+        return Dropped(SKIPPED, "not a gateway frame (expected an object)")
+    name, data = frame.get("t"), frame.get("d")
+    if name == "MESSAGE_CREATE":
+        return message(data, bot, servers)
+    if name == "MESSAGE_UPDATE":
+        edited = data.get("edited_timestamp") if isinstance(data, Mapping) else None
+        if not edited:
+            return Dropped(IGNORED, "an update that is not an edit (an embed unfurl, flags)")
+        return message(data, bot, servers, edited=str(edited))
+    if name == "INTERACTION_CREATE":
+        return interaction(data, bot, deferred=deferred)
+    return Dropped(SKIPPED, f"unsupported gateway event {name!r}")
+
+
+def message(
+    data: Any,
+    bot: Bot,
+    servers: Servers = NO_SERVERS,
+    *,
+    edited: str | None = None,
+    channel: Channel | None = None,
+) -> Event | Dropped:
+    """One message (MESSAGE_CREATE's ``d`` or a REST history item) → an :class:`Event`.
+
+    ``edited`` (the payload's ``edited_timestamp``) makes it an edit of that message.
+    ``channel`` is the message's channel when the caller knows it better than the cache
+    (a backfill fetched it: an archived thread is not cached).
+    """
+    try:
+        return _message(read.mapping(data, "message"), bot, servers, edited, channel)
+    except read.Malformed as exc:
+        return Dropped(SKIPPED, f"malformed: {exc}")
+    except Exception as exc:  # a shape nobody foresaw: skip it, never fail ingress
+        return Dropped(SKIPPED, f"cannot normalize: {describe(exc)}")
+
+
+def interaction(data: Any, bot: Bot, *, deferred: bool) -> Event | Dropped:
+    """An INTERACTION_CREATE ``d`` → the ``/ask`` event, or why not.
+
+    ``deferred``: the ingress acknowledged it, so the reply may edit the deferred
+    response through the interaction's token (kept in the event's reply meta).
+    """
+    try:
+        return _interaction(read.mapping(data, "interaction"), deferred)
+    except read.Malformed as exc:
+        return Dropped(SKIPPED, f"malformed: {exc}")
+    except Exception as exc:
+        return Dropped(SKIPPED, f"cannot normalize: {describe(exc)}")
+
+
+def location(data: Any) -> tuple[int, int] | None:
+    """``(channel id, message id)`` of a message payload — what moves the channel's
+    cursor — or None when either is not an id."""
+    if not isinstance(data, Mapping):
+        return None
+    channel_id = read.id_or_none(data.get("channel_id"))
+    message_id = read.id_or_none(data.get("id"))
+    if channel_id is None or message_id is None:
+        return None
+    return int(channel_id), int(message_id)
+
+
+# -- messages --------------------------------------------------------------------------
+
+
+def _message(
+    data: Mapping[str, Any],
+    bot: Bot,
+    servers: Servers,
+    edited: str | None,
+    channel: Channel | None,
+) -> Event | Dropped:
+    message_id = read.snowflake(data.get("id"), "id")
+    channel_id = read.snowflake(data.get("channel_id"), "channel_id")
+    author = read.mapping(data.get("author"), "author")
+    author_id = read.snowflake(author.get("id"), "author.id")
+    if bot.id is not None and author_id == bot.id:
+        return Dropped(IGNORED, "our own message")
+    author_is_bot = read.flag(author.get("bot"), "author.bot")
+    if (author_is_bot or data.get("webhook_id") is not None) and bot.ignore_bots:
+        return Dropped(IGNORED, "from a bot or webhook")
+    kind = read.integer(data.get("type"), "type")
+    if kind not in _ANSWERED:
+        return Dropped(SKIPPED, f"system message ({_MESSAGE_TYPES.get(kind, f'unknown_{kind}')})")
+    guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id")
+    server = servers.get(guild_id) if guild_id is not None else None
+    chat_type: ChatType = "dm" if guild_id is None else "group"
+    content = read.text(data.get("content"), "content")
+    mentioned = _mentioned(data.get("mentions"), in_server=server is not None)
+    mentions = [user_id for user_id, _ in mentioned]
+    # People often @ the bot's own role (same name, listed first) instead of the bot.
+    role_ids = read.ids(data.get("mention_roles"))
+    roles = [server.role(role_id) for role_id in role_ids] if server is not None else []
+    bot_role = any(role is not None and role.bot_id == bot.id for role in roles)
+    mentions_bot = bot.id is not None and (bot.id in mentions or bot_role)
+    reply_to, reply_to_bot = _reply(data, bot)
+    attachments = [_attachment(item) for item in read.items(data.get("attachments"), "attachments")]
+    text = _clean(content, server, dict(reversed(mentioned)))
+    if not text and not attachments:
+        return Dropped(SKIPPED, "no text or attachments (is message_content on?)")
+    if chat_type == "group" and bot.require_mention and not (mentions_bot or reply_to_bot):
+        return Dropped(IGNORED, "server message not addressed to the bot")
+    command = None if edited else parse_command(_without_mention(content, bot.id))
+    meta: dict[str, Any] = {"channel_id": channel_id}
+    if guild_id is not None:
+        meta["guild_id"] = guild_id
+    here = channel or (server.channel(channel_id) if server else None)
+    if here is not None and here.parent_id is not None:
+        # A thread is a channel of its own: its id is the chat, so replies land in it;
+        # the parent is kept here.
+        meta["parent_id"] = here.parent_id
+    if edited:
+        meta["edited_timestamp"] = edited
+    return Event(
+        key=f"dc:edit:{message_id}:{edited}" if edited else f"dc:msg:{message_id}",
+        platform=PLATFORM,
+        kind=Kind.EDIT if edited else Kind.COMMAND if command else Kind.MESSAGE,
+        conversation=Conversation(platform=PLATFORM, chat_id=channel_id, chat_type=chat_type),
+        sender=Sender(
+            id=author_id, name=_author_name(data, author, author_id, server), is_bot=author_is_bot
+        ),
+        message_id=message_id,
+        text=text,
+        command=command[0] if command else None,
+        args=command[1] if command else "",
+        reply_to=reply_to,
+        reply_to_bot=reply_to_bot,
+        mentions=mentions,
+        mentions_bot=mentions_bot,
+        attachments=attachments,
+        timestamp=read.time(edited, "edited_timestamp") if edited else read.created(message_id),
+        meta=meta,
+    )
+
+
+def _author_name(
+    data: Mapping[str, Any], author: Mapping[str, Any], author_id: str, server: Server | None
+) -> str:
+    """The server nickname (from the payload, else a cached member), else the user's name."""
+    member = data.get("member")
+    if isinstance(member, Mapping):
+        return _display_name(author, member)
+    cached = server.member_name(author_id) if server is not None else None
+    return cached if cached is not None else _display_name(author, None)
+
+
+def _mentioned(value: Any, *, in_server: bool) -> list[tuple[str, str]]:
+    """``(id, display name)`` of each mentioned user, in payload order. In a server a
+    mention carries the member's nickname; elsewhere the user's own name counts."""
+    found: list[tuple[str, str]] = []
+    for item in value if isinstance(value, list) else []:
+        user_id = read.id_or_none(item.get("id")) if isinstance(item, Mapping) else None
+        if user_id is None:
+            continue
+        member = item.get("member") if in_server else None
+        member = member if isinstance(member, Mapping) else None
+        found.append((user_id, _display_name(item, member)))
+    return found
+
+
+def _reply(data: Mapping[str, Any], bot: Bot) -> tuple[str | None, bool]:
+    """The message replied to (a forward is not a reply), and whether it is the bot's."""
+    reference = data.get("message_reference")
+    if not isinstance(reference, Mapping):
+        return None, False
+    target = read.optional_snowflake(reference.get("message_id"), "message_reference.message_id")
+    kind = reference.get("type", 0)
+    is_reply = type(kind) is int and kind == 0
+    resolved = data.get("referenced_message")
+    author = resolved.get("author") if isinstance(resolved, Mapping) else None
+    author_id = author.get("id") if isinstance(author, Mapping) else None
+    to_bot = bot.id is not None and author_id is not None and str(author_id) == bot.id
+    return (target if is_reply else None), to_bot
+
+
+def _attachment(item: Any) -> Attachment:
+    item = read.mapping(item, "attachments[]")
+    mime = read.optional_text(item.get("content_type"), "attachments[].content_type")
+    major = (mime or "").split("/", 1)[0]
+    return Attachment(
+        kind=major if major in ("image", "video", "audio") else "file",
+        file_id=read.snowflake(item.get("id"), "attachments[].id"),
+        url=read.optional_text(item.get("url"), "attachments[].url"),
+        mime=mime,
+        size=read.optional_integer(item.get("size"), "attachments[].size"),
+        name=read.optional_text(item.get("filename"), "attachments[].filename"),
+    )
+
+
+def _clean(content: str, server: Server | None, mentioned: Mapping[str, str]) -> str:
+    """discord.py's ``clean_content``: mentions as the client shows them, pings defused."""
+
+    def name(match: re.Match[str]) -> str:
+        sigil, ident = match[1], str(int(match[2]))
+        if sigil == "#":
+            found = server.channel(ident) if server else None
+            return f"#{found.name}" if found is not None else "#deleted-channel"
+        if sigil == "@&":
+            role = server.role(ident) if server else None
+            return f"@{role.name}" if role is not None else "@deleted-role"
+        member = server.member_name(ident) if server else None
+        if member is None:
+            member = mentioned.get(ident)
+        return f"@{member}" if member is not None else "@deleted-user"
+
+    return _LOUD.sub("@\u200b\\1", _MENTION.sub(name, content))
+
+
+def _without_mention(content: str, bot_id: str | None) -> str:
+    """``<@bot> /help`` → ``/help``: in servers a command comes after the mention."""
+    if bot_id is None:
+        return content
+    return re.sub(rf"^\s*<@!?{bot_id}>\s*", "", content)
+
+
+# -- interactions ----------------------------------------------------------------------
+
+
+def _interaction(data: Mapping[str, Any], deferred: bool) -> Event | Dropped:
+    interaction_id = read.snowflake(data.get("id"), "id")
+    if data.get("type") != 2:
+        return Dropped(SKIPPED, f"unsupported interaction type {data.get('type')!r}")
+    command = read.mapping(data.get("data"), "data")
+    if command.get("name") != "ask":
+        return Dropped(SKIPPED, f"unsupported command {command.get('name')!r}")
+    question = _option(command, "question")
+    guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id")
+    channel = data.get("channel")
+    channel_id = read.snowflake(
+        channel.get("id") if isinstance(channel, Mapping) else data.get("channel_id"),
+        "channel.id",
+    )
+    member = data.get("member")
+    member = member if isinstance(member, Mapping) else None
+    user = read.mapping(member.get("user") if member else data.get("user"), "user")
+    created = read.created(interaction_id)
+    meta: dict[str, Any] = {"interaction_id": interaction_id}
+    if guild_id is not None:
+        meta["guild_id"] = guild_id
+    if deferred:
+        meta[REPLY_META] = {
+            "interaction": {
+                "application_id": read.snowflake(data.get("application_id"), "application_id"),
+                "token": read.text(data.get("token"), "token"),
+                "expires": created.timestamp() + INTERACTION_TTL,
+            }
+        }
+    return Event(
+        key=f"dc:int:{interaction_id}",
+        platform=PLATFORM,
+        kind=Kind.COMMAND,
+        conversation=Conversation(
+            platform=PLATFORM,
+            chat_id=channel_id,
+            chat_type="dm" if guild_id is None else "group",
+        ),
+        sender=Sender(
+            id=read.snowflake(user.get("id"), "user.id"),
+            name=_display_name(user, member),
+            is_bot=read.flag(user.get("bot"), "user.bot"),
+        ),
+        text=question,
+        command="ask",
+        args=question,
+        mentions_bot=True,
+        timestamp=created,
+        meta=meta,
+    )
+
+
+def _option(command: Mapping[str, Any], name: str) -> str:
+    for option in read.items(command.get("options"), "data.options"):
+        if isinstance(option, Mapping) and option.get("name") == name:
+            return read.text(option.get("value"), f"data.options.{name}")
+    raise read.Malformed(f"data.options: no {name!r}")
+
+
+# -- fields ----------------------------------------------------------------------------
+
+
+def _display_name(user: Mapping[str, Any], member: Mapping[str, Any] | None) -> str:
+    """As a client shows a person: server nickname, else global name, else username."""
+    for value in (member.get("nick") if member else None, user.get("global_name")):
+        if isinstance(value, str) and value:
+            return value
+    username = user.get("username")
+    return username if isinstance(username, str) else ""
