@@ -42,7 +42,9 @@ from tests.fakes.discord_api import (
     iso,
 )
 from tether.adapters.base import SendFatal, SendRetryable
-from tether.adapters.discord import DiscordAdapter, classify, cursor_name, send_nonce
+from tether.adapters.discord import DiscordAdapter
+from tether.adapters.discord.backfill import cursor_name
+from tether.adapters.discord.send import classify, send_nonce
 from tether.config import ConfigError, Settings, load_text
 from tether.events import Event, Kind
 from tether.gateway.agents import echo_router

@@ -1,0 +1,85 @@
+"""The ``/ask`` slash command: registered at open, deferred at once, committed as an event.
+
+Discord wants an interaction answered within 3 s, so it is deferred before anything else;
+the reply then edits the deferred response through the interaction's webhook while its
+token is valid (15 minutes), and later replies go to the channel (see :mod:`.send`).
+
+discord.py's command tree parses the interaction and calls the command with a
+``discord.Interaction``, not the payload; :func:`payload` puts back the fields that
+normalize reads, so ``/ask`` is normalized from the same dict shape a fuzzer sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import discord
+import structlog
+from discord import app_commands
+
+from tether.adapters.kit import describe
+
+log = structlog.get_logger("tether.discord")
+
+Tree = app_commands.CommandTree[discord.Client]
+
+
+def command_tree(
+    client: discord.Client, on_ask: Callable[[discord.Interaction], Awaitable[None]]
+) -> Tree:
+    """The client's command tree with ``/ask question``, handed to ``on_ask``."""
+    tree: Tree = app_commands.CommandTree(client)
+
+    @tree.command(name="ask", description="Ask the agent")
+    @app_commands.describe(question="What you want to ask")
+    async def ask(interaction: discord.Interaction, question: str) -> None:
+        await on_ask(interaction)  # normalize reads the question from the payload
+
+    return tree
+
+
+async def sync(tree: Tree) -> None:
+    """Register ``/ask`` (a bulk overwrite: syncing the same command again is a no-op)."""
+    try:
+        synced = await tree.sync()
+        log.info("discord.commands_synced", commands=[command.name for command in synced])
+    except Exception as exc:  # the bot still works without its slash command
+        log.warning("discord.commands_sync_failed", error=describe(exc))
+
+
+async def defer(interaction: discord.Interaction) -> bool:
+    """Acknowledge within Discord's 3 s; False when that failed (too late, or a replay
+    that was answered already), so the reply goes to the channel."""
+    try:
+        await interaction.response.defer()
+    except discord.HTTPException as exc:
+        log.warning("discord.defer_failed", interaction_id=interaction.id, error=describe(exc))
+        return False
+    return True
+
+
+def payload(interaction: discord.Interaction) -> dict[str, Any]:
+    """The INTERACTION_CREATE fields normalize reads, from discord.py's interaction."""
+    user = interaction.user
+    person = {
+        "id": str(user.id),
+        "username": user.name,
+        "global_name": user.global_name,
+        "bot": user.bot,
+    }
+    data: dict[str, Any] = {
+        "id": str(interaction.id),
+        "type": interaction.type.value,
+        "application_id": str(interaction.application_id),
+        "token": interaction.token,
+        "channel_id": None if interaction.channel_id is None else str(interaction.channel_id),
+        "data": interaction.data,
+    }
+    if interaction.guild_id is not None:
+        data["guild_id"] = str(interaction.guild_id)
+    if isinstance(user, discord.Member):
+        data["member"] = {"user": person, "nick": user.nick}
+    else:
+        data["user"] = person
+    return data
