@@ -12,8 +12,6 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 import tether
 
 #: The installed package: its own modules, and one link per repository folder.
@@ -156,10 +154,6 @@ def test_memory_imports_nothing_above_it() -> None:
     assert not upward, "memory/ imports upward:\n" + "\n".join(upward)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="big modules are being split (issue 13); the integrator makes this strict",
-)
 def test_no_product_module_is_over_500_lines() -> None:
     _, files = import_graph(PACKAGE, "tether")
     big = {
