@@ -29,7 +29,8 @@ import structlog
 from tether.backoff import full_jitter
 from tether.gateway import metrics
 from tether.gateway.lanes import Lanes, SharedStore
-from tether.memory.store import InboxRow, Store
+from tether.memory.records import InboxRow
+from tether.memory.roles import InboxStore
 
 #: Runs one event; returns when to try again (epoch seconds), or None when it is finished.
 Runner = Callable[[InboxRow], Awaitable[float | None]]
@@ -47,7 +48,7 @@ class Dispatcher:
         *,
         concurrency: int = 64,
         queue_size: int = 10_000,
-        store: Store | None = None,
+        store: InboxStore | None = None,
     ) -> None:
         self._run = run
         shared = (

@@ -21,7 +21,8 @@ from tether.gateway import metrics
 from tether.gateway.lanes import Lanes, SharedStore
 from tether.gateway.logs import redactor
 from tether.gateway.ratelimit import Buckets
-from tether.memory.store import OutboxRow, Store
+from tether.memory.records import OutboxRow
+from tether.memory.roles import OutboxStore
 
 log = structlog.get_logger("tether.outbox")
 
@@ -34,7 +35,9 @@ class Outbox:
     platform call, and which failures are retried, buried or left ``unknown``.
     """
 
-    def __init__(self, store: Store, adapters: Mapping[str, Adapter], config: OutboxConfig) -> None:
+    def __init__(
+        self, store: OutboxStore, adapters: Mapping[str, Adapter], config: OutboxConfig
+    ) -> None:
         self.store = store
         self.adapters = adapters
         self.config = config

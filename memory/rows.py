@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from tether.events import Event, OutMessage
-from tether.memory.store import (
+from tether.memory.records import (
     ConversationState,
     DeadLetter,
     Fact,

@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from tether.memory.records import MemoryChanges, Turn
 from tether.memory.rows import (
     CONVERSATION_COLUMNS,
     DEAD_COLUMNS,
@@ -31,7 +32,6 @@ from tether.memory.rows import (
     TURN_COLUMNS,
     USAGE_COLUMNS,
 )
-from tether.memory.store import MemoryChanges, Turn
 
 ACCEPT, BEGIN, STEP, FINISH, OUTBOX = range(5)
 

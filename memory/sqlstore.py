@@ -19,6 +19,17 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
 from tether.memory import sql
+from tether.memory.records import (
+    ConversationState,
+    DeadLetter,
+    Fact,
+    InboxRow,
+    OutboxRow,
+    Pairing,
+    Turn,
+    Usage,
+    Window,
+)
 from tether.memory.rows import (
     Row,
     conversation_row,
@@ -31,18 +42,7 @@ from tether.memory.rows import (
     turn_row,
 )
 from tether.memory.sql import ACCEPT, FINISH, STEP, Statement
-from tether.memory.store import (
-    ConversationState,
-    DeadLetter,
-    Fact,
-    InboxRow,
-    OutboxRow,
-    Pairing,
-    Store,
-    Turn,
-    Usage,
-    Window,
-)
+from tether.memory.store import Store
 
 
 class Commit(Protocol):

@@ -25,10 +25,10 @@ import asyncpg
 from tether.events import Event, OutMessage
 from tether.memory import sql
 from tether.memory.postgres.schema import migrate
+from tether.memory.records import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
 from tether.memory.rows import OUTBOX_COLUMNS, Row, outbox_row
 from tether.memory.sql import BEGIN, FINISH, OUTBOX, Statement, numbered
 from tether.memory.sqlstore import SqlStore
-from tether.memory.store import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
 
 _INSERT_OUTBOX = (
     "INSERT INTO outbox (key, event_key, platform, target, payload, status, created, updated)"

@@ -30,8 +30,8 @@ import structlog
 # Imported as a module, not its names: ``frame`` is looked up at each send (tests record it).
 import tether.memory.sqlite.writer as writer_process
 from tether.events import Event
+from tether.memory.records import InboxRow
 from tether.memory.sql import BEGIN, Statement
-from tether.memory.store import InboxRow
 
 log = structlog.get_logger("tether.sqlite")
 #: How long ``close`` waits for the writer process to finish before killing it.

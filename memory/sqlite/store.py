@@ -21,12 +21,12 @@ import aiosqlite
 
 from tether.events import Event, OutMessage
 from tether.memory import sql
+from tether.memory.records import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
 from tether.memory.rows import Row
 from tether.memory.sql import FINISH, OUTBOX, Statement
 from tether.memory.sqlite.link import WriterLink
 from tether.memory.sqlite.schema import migrate
 from tether.memory.sqlstore import SqlStore
-from tether.memory.store import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
 
 _INSERT_OUTBOX = (
     "INSERT INTO outbox (key, event_key, platform, payload, status, created, updated)"
