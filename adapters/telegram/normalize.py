@@ -6,7 +6,9 @@ the webhook route call it for every update. It never raises: an update it cannot
 is a :class:`Dropped` with the reason, so one bad update never pins the poll offset.
 
 python-telegram-bot's ``Update.de_json`` is the parser, so a payload means here what it
-means to PTB. Keys are ``tg:{bot_id}:{update_id}``: a webhook retry or an overlapping
+means to PTB, except that fields PTB 22 requires and older Bot API versions did not send
+are filled in first (:mod:`.content`), and names, forwards and content without text are
+read there too. Keys are ``tg:{bot_id}:{update_id}``: a webhook retry or an overlapping
 poll yields the same key, which the inbox drops as a duplicate.
 """
 
@@ -19,6 +21,14 @@ from typing import Any
 from telegram import CallbackQuery, Message, MessageEntity, Update
 
 from tether.adapters.kit import Dropped
+from tether.adapters.telegram.content import (
+    OTHER_CONTENT,
+    describe,
+    forwarded_from,
+    mentioned_by_name,
+    name_of,
+    with_legacy_defaults,
+)
 from tether.events import (
     Attachment,
     ChatType,
@@ -39,7 +49,6 @@ _CHAT_TYPES: dict[str, ChatType] = {
 #: Content without text or a file that handlers may still want (read it from ``raw``).
 _MEDIA = ("animation", "document", "voice", "video", "audio", "video_note", "sticker")
 _DEFAULT_MIME = {"video_note": "video/mp4", "voice": "audio/ogg"}
-_OTHER_CONTENT = ("venue", "location", "contact", "poll", "dice", "game", "story")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +80,7 @@ def normalize(data: Any, recipient: Recipient) -> Event | Dropped:
     if number is None:
         return Dropped("telegram.skipped", "not an update (no integer update_id)")
     try:
-        update = Update.de_json(dict(data), None)
+        update = Update.de_json(with_legacy_defaults(data), None)
     except Exception as exc:
         return Dropped("telegram.skipped", f"unparsable: {type(exc).__name__}: {exc}")
     key = f"tg:{recipient.bot_id}:{number}"
@@ -99,9 +108,9 @@ def _message(
     sender = _sender(message)
     if sender is not None and sender.is_bot and recipient.ignore_bots:
         return Dropped("telegram.ignored", "from a bot")
-    text = message.text or message.caption or ""
-    mentions, mentions_bot = _mentions(message, recipient)
-    command = parse_command(text, recipient.username) if text.startswith("/") else None
+    said = message.text or message.caption or ""
+    command = parse_command(said, recipient.username) if said.startswith("/") else None
+    mentions, mentions_bot = _mentions(message, said, recipient)
     reply = message.reply_to_message
     # In a forum topic every message "replies" to the topic's first message.
     if reply is not None and message.is_topic_message:
@@ -109,16 +118,20 @@ def _message(
     reply_to_bot = bool(reply and reply.from_user and reply.from_user.id == recipient.bot_id)
     attachments = _attachments(message)
     meta: dict[str, Any] = {}
-    content = next((name for name in _OTHER_CONTENT if getattr(message, name, None)), None)
+    content = next((name for name in OTHER_CONTENT if getattr(message, name, None)), None)
     if content:
         meta["content"] = content
-    if not text and not attachments and not content:
+    origin = forwarded_from(message)
+    if origin:
+        meta["forwarded_from"] = origin
+    text = said or describe(message, content)
+    if not text and not attachments:
         return Dropped("telegram.skipped", "service message or unsupported content")
     addressed = command is not None or mentions_bot or reply_to_bot
     if chat_type == "group" and recipient.answer_groups == "addressed" and not addressed:
         reason = (
             "command for another bot"
-            if text.startswith("/") and parse_command(text) is not None
+            if said.startswith("/") and parse_command(said) is not None
             else "group message not addressed to the bot"
         )
         return Dropped("telegram.ignored", reason)
@@ -175,7 +188,7 @@ def _callback(key: str, query: CallbackQuery, raw: dict[str, Any]) -> Event:
             thread_id=str(thread_id) if thread_id else None,
             chat_type=chat_type,
         ),
-        sender=Sender(id=str(user.id), name=user.full_name, is_bot=user.is_bot),
+        sender=Sender(id=str(user.id), name=name_of(user), is_bot=user.is_bot),
         message_id=message_id,
         text=query.data or query.game_short_name or "",
         meta=meta,
@@ -183,8 +196,9 @@ def _callback(key: str, query: CallbackQuery, raw: dict[str, Any]) -> Event:
     )
 
 
-def _mentions(message: Message, recipient: Recipient) -> tuple[list[str], bool]:
-    """``@username`` mentions (without the @) and text mentions (as user ids)."""
+def _mentions(message: Message, said: str, recipient: Recipient) -> tuple[list[str], bool]:
+    """``@username`` mentions (without the @) and text mentions (as user ids), and whether
+    one is us. A ``@us`` typed without a mention entity counts too (iOS formatted text)."""
     types: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
     if message.text:
         found = message.parse_entities(types)
@@ -203,18 +217,21 @@ def _mentions(message: Message, recipient: Recipient) -> tuple[list[str], bool]:
             name = value.lstrip("@")
             mentions.append(name)
             ours = ours or (bool(me) and name.lower() == me)
-    return mentions, ours
+    typed = None if ours else mentioned_by_name(said, recipient.username)
+    if typed is not None:
+        mentions.append(typed)
+    return mentions, ours or typed is not None
 
 
 def _sender(message: Message) -> Sender | None:
     """Who sent it. Anonymous admins and linked channels post as a chat, not as a user."""
     if message.sender_chat is not None:
         chat = message.sender_chat
-        return Sender(id=str(chat.id), name=chat.title or chat.username or "", is_bot=False)
+        return Sender(id=str(chat.id), name=name_of(chat), is_bot=False)
     user = message.from_user
     if user is None:
         return None
-    return Sender(id=str(user.id), name=user.full_name, is_bot=user.is_bot)
+    return Sender(id=str(user.id), name=name_of(user), is_bot=user.is_bot)
 
 
 def _attachments(message: Message) -> list[Attachment]:
