@@ -258,7 +258,7 @@ def _not_json(_payload: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
         (_stale, 401, "timestamp is 30"),
         (_unencrypted, 401, "body is not encrypted although encrypt_key is set"),
         (_wrong_token, 403, "verification token does not match"),
-        (_not_json, 400, "body is not JSON"),
+        (_not_json, 401, "missing signature headers"),  # unsigned: refused before parsing
     ],
 )
 async def test_unauthentic_posts_are_refused_and_store_nothing(
@@ -542,7 +542,7 @@ def test_normalize_text_mentions_ids_threads_and_keys(adapter: FeishuAdapter) ->
     assert event.key == "fs:msg:om_1" and event.message_id == "om_1"
     assert event.text == f"@{BOT_NAME} ask @Ann and @all"
     assert (event.mentions, event.mentions_bot) == ([BOT_OPEN_ID, "ou_ann"], True)
-    assert event.conversation.key == "feishu:oc_g:om_root"
+    assert event.conversation.key == "feishu:oc_g:omt_9"  # the topic's id, not its root
     assert event.conversation.chat_type == "group" and event.reply_to == "om_parent"
     assert event.sender is not None and event.sender.id == "ou_user_1"
     assert {event.meta[k] for k in ("open_id", "union_id", "user_id", "thread_id")} == {
@@ -604,10 +604,14 @@ def test_normalize_post_files_and_other_events(adapter: FeishuAdapter) -> None:
         == "a.pdf"
     )
 
-    unsupported = adapter.normalize(
-        message_event("om_x", message_type="share_chat", content={"chat_id": "oc"})
+    shared = _event(
+        adapter, message_event("om_s", message_type="share_chat", content={"chat_id": "oc"})
     )
-    assert isinstance(unsupported, Dropped) and "share_chat" in unsupported.reason
+    assert shared.text == "[shared chat: oc]"  # described, not dropped (issue 15)
+    unsupported = adapter.normalize(
+        message_event("om_x", message_type="system", content={"template": "{from_user} joined"})
+    )
+    assert isinstance(unsupported, Dropped) and "system" in unsupported.reason
     added = {
         "schema": "2.0",
         "header": {"event_id": "ev_added", "event_type": "im.chat.member.bot.added_v1"},

@@ -3,8 +3,8 @@
 The rooms, in the order an event passes them:
 
 - :mod:`.webhook` / :mod:`.long_connection` — ingress; acknowledge only after the commit.
-- :mod:`.normalize` (with :mod:`.content`) — pure: a payload dict in, an ``Event`` or a
-  ``Dropped`` out. What tests and fuzzers call.
+- :mod:`.normalize` (with :mod:`.content` and :mod:`.described`) — pure: a payload dict
+  in, an ``Event`` or a ``Dropped`` out. What tests and fuzzers call.
 - :mod:`.send` — replies through the IM API, and which ``Send*`` error a failure is.
 - :mod:`.adapter` — :class:`FeishuAdapter`, which wires them together.
 

@@ -18,13 +18,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from tether.adapters.feishu.content import mention_names, parse
+from tether.adapters.feishu import described
+from tether.adapters.feishu.content import EVERYONE, At, Content, load, mention_names, parse
 from tether.adapters.kit import Dropped, describe
-from tether.events import ChatType, Conversation, Event, Kind, Sender, parse_command
+from tether.events import REPLY_META, ChatType, Conversation, Event, Kind, Sender, parse_command
 
 PLATFORM = "feishu"
 IGNORED = "feishu.ignored"  # left out by policy: a bot, a group message not for us
 SKIPPED = "feishu.skipped"  # cannot be handled: malformed, unsupported
+#: ``REPLY_META`` key: a message inside the event's thread, which send replies to (with
+#: ``reply_in_thread``) when a reply quotes nothing — a thread's id is not a message id.
+THREAD_MESSAGE = "thread_message"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +37,8 @@ class Bot:
     from ``bot/v3/info`` at start) and the policy read from ``platforms.feishu``."""
 
     open_id: str | None = None
-    #: The app's name (``app_name``): ``@Name /help`` typed as plain text is a command too.
+    #: The app's name (``app_name``): ``@Name /help`` typed as plain text is a command too,
+    #: and a post's ``at`` element that carries only a name addresses the bot by it.
     name: str = ""
     #: ``mentioned``: in groups, only messages that @-mention the bot become events.
     answer_groups: Literal["mentioned", "all"] = "mentioned"
@@ -91,22 +96,30 @@ def _message(
     mentions = [m for m in message.get("mentions") or [] if isinstance(m, dict)]
     names = mention_names(mentions)
     message_type = str(message.get("message_type") or "")
-    parsed = parse(message_type, str(message.get("content") or ""), names)
+    parsed = _content(message_type, str(message.get("content") or ""), names)
     if not parsed.text and not parsed.attachments:
         return Dropped(SKIPPED, f"unsupported message type {message_type!r}")
-    mentioned = [_open_id(m) for m in mentions]
-    mentions_bot = bool(bot.open_id) and bot.open_id in mentioned
+    # Whom the message @-mentions: the ``mentions`` list, and the ``at`` elements of
+    # rich text, which Feishu may send with that list empty. ``@all`` is nobody.
+    people = [(str(m.get("key")), _open_id(m)) for m in mentions if not _everyone(m)]
+    by_key = dict(people)
+    at = [a._replace(id=a.id or by_key.get(a.key, "")) for a in parsed.at]
+    mentioned = list(dict.fromkeys([*(i for _, i in people), *(a.id for a in at)]))
+    bot_at = [a for a in at if _is_bot(a, bot)]
+    mentions_bot = bool(bot_at) or (bool(bot.open_id) and bot.open_id in mentioned)
     chat_type: ChatType = "dm" if message.get("chat_type") == "p2p" else "group"
     if chat_type == "group" and bot.answer_groups == "mentioned" and not mentions_bot:
         return Dropped(IGNORED, "group message does not mention the bot")
     # The bot as the text shows it: its name in this mention, or its app name.
-    shown = {f"@{names.get(str(m.get('key')))}" for m in mentions if _open_id(m) == bot.open_id}
+    shown = {f"@{names.get(k)}" for k, open_id in people if open_id == bot.open_id}
+    shown.update(a.shown for a in bot_at)
     shown.add(f"@{bot.name}" if bot.name else "")
     command = parse_command(_without_prefix(parsed.text, shown))
     message_id = str(message["message_id"])
-    # A thread is named by its root message: replying to it (reply_in_thread) is
-    # how a message reaches a thread, so the target carries what send needs.
-    thread = (message.get("root_id") or message_id) if message.get("thread_id") else None
+    # A topic is named by its thread_id, the one id every message in it carries: its
+    # root_id names the message a reply quotes, which inside a topic need not be the
+    # topic's first message. Send reaches a thread by replying to a message in it.
+    thread = str(message["thread_id"]) if message.get("thread_id") else None
     meta: dict[str, Any] = {
         "event_id": header.get("event_id"),
         "message_type": message_type,
@@ -114,6 +127,8 @@ def _message(
     }
     meta.update({k: ids[k] for k in ("open_id", "union_id", "user_id") if ids.get(k)})
     meta.update({k: message[k] for k in ("thread_id", "root_id") if message.get(k)})
+    if thread:
+        meta[REPLY_META] = {THREAD_MESSAGE: message_id}
     return Event(
         key=f"fs:msg:{message_id}",
         platform=PLATFORM,
@@ -121,7 +136,7 @@ def _message(
         conversation=Conversation(
             platform=PLATFORM,
             chat_id=str(message.get("chat_id") or ""),
-            thread_id=str(thread) if thread else None,
+            thread_id=thread,
             chat_type=chat_type,
         ),
         sender=Sender(
@@ -149,6 +164,28 @@ def _without_prefix(text: str, prefixes: set[str]) -> str:
         if len(prefix) > 1 and stripped.startswith(prefix):
             return stripped[len(prefix) :].lstrip()
     return stripped
+
+
+def _content(message_type: str, content: str, names: dict[str, str]) -> Content:
+    """Text and files; for the kinds that have neither, the text they carry or a
+    description (cards, shared chats, forwards, polls …: see :mod:`.described`)."""
+    data = load(content)
+    parsed = parse(message_type, data, names)
+    if parsed.text or parsed.attachments:
+        return parsed
+    return Content(described.describe(message_type, data, names), [])
+
+
+def _everyone(mention: Mapping[str, Any]) -> bool:
+    return str(mention.get("key")) in EVERYONE or _open_id(mention) in EVERYONE
+
+
+def _is_bot(at: At, bot: Bot) -> bool:
+    """An ``at`` element names the bot by its open_id or, when it names nobody by id,
+    by the bot's name."""
+    if at.id:
+        return bool(bot.open_id) and at.id == bot.open_id
+    return bool(bot.name) and at.name == bot.name
 
 
 def _dict(value: Any) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from lark_oapi.core.exception import ObtainAccessTokenException
 from lark_oapi.core.token.manager import TokenManager
 
 from tether.adapters.base import SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
+from tether.adapters.feishu.normalize import THREAD_MESSAGE
 from tether.adapters.kit import describe
 from tether.events import OutMessage
 
@@ -91,7 +92,8 @@ class Messages:
 
 def request_for(message: OutMessage) -> tuple[str, dict[str, str], dict[str, Any]]:
     """Path, query and body: create in the chat, or reply (to the quoted message, or
-    into the thread, whose root message the target names)."""
+    into the thread: to a message in it, as the event put it in ``meta``, else to the
+    root message that a target written by hand names)."""
     if message.format == "markdown":
         msg_type, body = "post", markdown_body(message.text)
     elif message.format == "html":
@@ -104,7 +106,7 @@ def request_for(message: OutMessage) -> tuple[str, dict[str, str], dict[str, Any
         "uuid": send_uuid(message.key),
     }
     thread = message.target.thread_id
-    parent = message.reply_to or thread
+    parent = message.reply_to or message.meta.get(THREAD_MESSAGE) or thread
     if parent:
         payload["reply_in_thread"] = bool(thread)
         return f"/open-apis/im/v1/messages/{quote(parent, safe='')}/reply", {}, payload
