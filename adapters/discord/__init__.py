@@ -2,7 +2,9 @@
 
 One room per concern, the same rooms every adapter has:
 
-- :mod:`.normalize` — pure: a payload dict in, an ``Event`` or a ``Dropped`` out.
+- :mod:`.normalize` — pure: a payload dict in, an ``Event`` or a ``Dropped`` out; what a
+  message says (forwards, stickers, polls, embeds) is read by :mod:`.content`, names by
+  id through :mod:`.servers`.
 - :mod:`.ingress` — the gateway connection and the raw messages it delivers, with
   :mod:`.backfill` (what came while Tether was away), :mod:`.ask` (the ``/ask`` slash
   command) and :mod:`.cache` (discord.py's cache as the names normalize looks up).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import discord
 
-from tether.adapters.discord.normalize import Channel, Role
+from tether.adapters.discord.servers import Channel, Role
 
 
 class CachedServers:

@@ -10,11 +10,18 @@ Keys are stable across redeliveries (a RESUME replays, a backfill re-reads):
 ``dc:msg:{id}`` for a message, ``dc:edit:{id}:{edited_timestamp}`` for an edit,
 ``dc:int:{id}`` for ``/ask``.
 
-The text is what discord.py calls ``clean_content`` — ``<@id>`` becomes ``@name``,
-``<@&id>`` ``@role``, ``<#id>`` ``#channel``, and ``@everyone`` is defused — because a
-handler or a model reads it. Role and channel names, a thread's parent and cached members
-come from :class:`Servers`: a server missing from it reads as discord.py reads a server it
-has not cached (``@deleted-role``, ``#deleted-channel``, names from the payload only).
+The text is what a person reads in the client, because a handler or a model reads it:
+mentions by name (``@name``, ``@role``, ``#channel``), and what has no text of its own —
+a forwarded message, a sticker, a poll, an embed — described (:mod:`.content`). Role and
+channel names, a thread's parent and cached members come from :class:`Servers`: a server
+missing from it reads as discord.py reads a server it has not cached (``@deleted-role``,
+``#deleted-channel``, names from the payload only). A message event keeps its payload in
+``Event.raw``.
+
+A reply is a reference of type 0 into the same server; a forward (type 1) and a crosspost
+(an announcement copied from another server) reference a message too, but are not
+replies: where they came from is in ``meta["forwarded_from"]`` or
+``meta["crossposted_from"]``.
 """
 
 from __future__ import annotations
@@ -22,14 +29,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
-from tether.adapters.discord import read
+from tether.adapters.discord import content, read
+from tether.adapters.discord.servers import NO_SERVERS, Channel, Server, Servers
 from tether.adapters.kit import Dropped, describe
 from tether.events import (
     REPLY_META,
-    Attachment,
     ChatType,
     Conversation,
     Event,
@@ -37,6 +43,21 @@ from tether.events import (
     Sender,
     parse_command,
 )
+
+__all__ = [  # the server shapes are named here too: callers import normalize's vocabulary
+    "IGNORED",
+    "INTERACTION_TTL",
+    "NO_SERVERS",
+    "PLATFORM",
+    "SKIPPED",
+    "Bot",
+    "Channel",
+    "Servers",
+    "interaction",
+    "location",
+    "message",
+    "normalize",
+]
 
 PLATFORM = "discord"
 IGNORED = "discord.ignored"  # left out by policy: our own, a bot, not addressed to us
@@ -87,9 +108,8 @@ _MESSAGE_TYPES = {
     46: "poll_result",
     63: "emoji_added",
 }
-_MENTION = re.compile(r"<(@[!&]?|#)([0-9]{15,20})>")
-#: What would still ping once the text is sent back: defused with a zero-width space.
-_LOUD = re.compile(r"@(everyone|here|[!&]?[0-9]{17,20})")
+#: ``flags`` bit: the message is a copy of another server's announcement (a crosspost).
+_CROSSPOSTED = 1 << 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,39 +122,6 @@ class Bot:
     require_mention: bool = True
     #: Messages from other bots and webhooks are dropped, so two agents cannot loop.
     ignore_bots: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Role:
-    name: str
-    #: Set on the role Discord manages for a bot: people @ it instead of the bot.
-    bot_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Channel:
-    name: str
-    #: The channel a thread belongs to; None for anything but a thread.
-    parent_id: str | None = None
-
-
-class Server(Protocol):
-    """One server as the gateway's cache knows it (ids are decimal strings)."""
-
-    def member_name(self, user_id: str) -> str | None: ...
-
-    def role(self, role_id: str) -> Role | None: ...
-
-    def channel(self, channel_id: str) -> Channel | None: ...
-
-
-class Servers(Protocol):
-    """The servers the cache knows, by id: a plain ``dict`` of :class:`Server` will do."""
-
-    def get(self, guild_id: str, /) -> Server | None: ...
-
-
-NO_SERVERS: Mapping[str, Server] = MappingProxyType({})
 
 
 # -- entry points ----------------------------------------------------------------------
@@ -232,23 +219,22 @@ def _message(
     guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id")
     server = servers.get(guild_id) if guild_id is not None else None
     chat_type: ChatType = "dm" if guild_id is None else "group"
-    content = read.text(data.get("content"), "content")
-    mentioned = _mentioned(data.get("mentions"), in_server=server is not None)
+    mentioned = content.mentioned_users(data.get("mentions"), in_server=server is not None)
     mentions = [user_id for user_id, _ in mentioned]
     # People often @ the bot's own role (same name, listed first) instead of the bot.
     role_ids = read.ids(data.get("mention_roles"))
     roles = [server.role(role_id) for role_id in role_ids] if server is not None else []
     bot_role = any(role is not None and role.bot_id == bot.id for role in roles)
     mentions_bot = bot.id is not None and (bot.id in mentions or bot_role)
-    reply_to, reply_to_bot = _reply(data, bot)
-    attachments = [_attachment(item) for item in read.items(data.get("attachments"), "attachments")]
-    text = _clean(content, server, dict(reversed(mentioned)))
-    if not text and not attachments:
+    reply_to, reply_to_bot, origin = _reference(data, guild_id, bot)
+    said = content.body(data, server, mentioned)
+    if not said.text and not said.attachments:
         return Dropped(SKIPPED, "no text or attachments (is message_content on?)")
     if chat_type == "group" and bot.require_mention and not (mentions_bot or reply_to_bot):
         return Dropped(IGNORED, "server message not addressed to the bot")
-    command = None if edited else parse_command(_without_mention(content, bot.id))
-    meta: dict[str, Any] = {"channel_id": channel_id}
+    own_text = read.text(data.get("content"), "content")
+    command = None if edited else parse_command(_without_mention(own_text, bot.id))
+    meta: dict[str, Any] = {"channel_id": channel_id, **origin}
     if guild_id is not None:
         meta["guild_id"] = guild_id
     here = channel or (server.channel(channel_id) if server else None)
@@ -267,16 +253,17 @@ def _message(
             id=author_id, name=_author_name(data, author, author_id, server), is_bot=author_is_bot
         ),
         message_id=message_id,
-        text=text,
+        text=said.text,
         command=command[0] if command else None,
         args=command[1] if command else "",
         reply_to=reply_to,
         reply_to_bot=reply_to_bot,
         mentions=mentions,
         mentions_bot=mentions_bot,
-        attachments=attachments,
+        attachments=said.attachments,
         timestamp=read.time(edited, "edited_timestamp") if edited else read.created(message_id),
         meta=meta,
+        raw=dict(data),
     )
 
 
@@ -286,78 +273,48 @@ def _author_name(
     """The server nickname (from the payload, else a cached member), else the user's name."""
     member = data.get("member")
     if isinstance(member, Mapping):
-        return _display_name(author, member)
+        return read.display_name(author, member)
     cached = server.member_name(author_id) if server is not None else None
-    return cached if cached is not None else _display_name(author, None)
+    return cached if cached is not None else read.display_name(author, None)
 
 
-def _mentioned(value: Any, *, in_server: bool) -> list[tuple[str, str]]:
-    """``(id, display name)`` of each mentioned user, in payload order. In a server a
-    mention carries the member's nickname; elsewhere the user's own name counts."""
-    found: list[tuple[str, str]] = []
-    for item in value if isinstance(value, list) else []:
-        user_id = read.id_or_none(item.get("id")) if isinstance(item, Mapping) else None
-        if user_id is None:
-            continue
-        member = item.get("member") if in_server else None
-        member = member if isinstance(member, Mapping) else None
-        found.append((user_id, _display_name(item, member)))
-    return found
-
-
-def _reply(data: Mapping[str, Any], bot: Bot) -> tuple[str | None, bool]:
-    """The message replied to (a forward is not a reply), and whether it is the bot's."""
+def _reference(
+    data: Mapping[str, Any], guild_id: str | None, bot: Bot
+) -> tuple[str | None, bool, dict[str, Any]]:
+    """The message replied to, whether it is the bot's, and the meta of a message that
+    came from elsewhere. A forward (reference type 1) and a crosspost (another server's
+    announcement, copied here: ``flags`` bit 2, a reference into that server) point at a
+    message too, but answer nothing: they are not replies."""
     reference = data.get("message_reference")
     if not isinstance(reference, Mapping):
-        return None, False
+        return None, False, {}
     target = read.optional_snowflake(reference.get("message_id"), "message_reference.message_id")
+    source = {
+        name: found
+        for name in ("guild_id", "channel_id", "message_id")
+        if (found := read.id_or_none(reference.get(name))) is not None
+    }
     kind = reference.get("type", 0)
-    is_reply = type(kind) is int and kind == 0
+    if type(kind) is not int or kind not in (0, 1):
+        return None, False, {}
+    if kind == 1:
+        return None, False, {"forwarded_from": source}
+    flags = data.get("flags")
+    elsewhere = guild_id is not None and source.get("guild_id", guild_id) != guild_id
+    if elsewhere or (type(flags) is int and flags & _CROSSPOSTED):
+        return None, False, {"crossposted_from": source}
     resolved = data.get("referenced_message")
     author = resolved.get("author") if isinstance(resolved, Mapping) else None
     author_id = author.get("id") if isinstance(author, Mapping) else None
     to_bot = bot.id is not None and author_id is not None and str(author_id) == bot.id
-    return (target if is_reply else None), to_bot
+    return target, to_bot, {}
 
 
-def _attachment(item: Any) -> Attachment:
-    item = read.mapping(item, "attachments[]")
-    mime = read.optional_text(item.get("content_type"), "attachments[].content_type")
-    major = (mime or "").split("/", 1)[0]
-    return Attachment(
-        kind=major if major in ("image", "video", "audio") else "file",
-        file_id=read.snowflake(item.get("id"), "attachments[].id"),
-        url=read.optional_text(item.get("url"), "attachments[].url"),
-        mime=mime,
-        size=read.optional_integer(item.get("size"), "attachments[].size"),
-        name=read.optional_text(item.get("filename"), "attachments[].filename"),
-    )
-
-
-def _clean(content: str, server: Server | None, mentioned: Mapping[str, str]) -> str:
-    """discord.py's ``clean_content``: mentions as the client shows them, pings defused."""
-
-    def name(match: re.Match[str]) -> str:
-        sigil, ident = match[1], str(int(match[2]))
-        if sigil == "#":
-            found = server.channel(ident) if server else None
-            return f"#{found.name}" if found is not None else "#deleted-channel"
-        if sigil == "@&":
-            role = server.role(ident) if server else None
-            return f"@{role.name}" if role is not None else "@deleted-role"
-        member = server.member_name(ident) if server else None
-        if member is None:
-            member = mentioned.get(ident)
-        return f"@{member}" if member is not None else "@deleted-user"
-
-    return _LOUD.sub("@\u200b\\1", _MENTION.sub(name, content))
-
-
-def _without_mention(content: str, bot_id: str | None) -> str:
+def _without_mention(text: str, bot_id: str | None) -> str:
     """``<@bot> /help`` → ``/help``: in servers a command comes after the mention."""
     if bot_id is None:
-        return content
-    return re.sub(rf"^\s*<@!?{bot_id}>\s*", "", content)
+        return text
+    return re.sub(rf"^\s*<@!?{bot_id}>\s*", "", text)
 
 
 # -- interactions ----------------------------------------------------------------------
@@ -372,10 +329,13 @@ def _interaction(data: Mapping[str, Any], deferred: bool) -> Event | Dropped:
         return Dropped(SKIPPED, f"unsupported command {command.get('name')!r}")
     question = _option(command, "question")
     guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id")
+    # The channel object, else the top-level id: either names the chat, whatever
+    # discord.py could make of the channel (it leaves channel_id None for a type it
+    # does not know).
     channel = data.get("channel")
     channel_id = read.snowflake(
-        channel.get("id") if isinstance(channel, Mapping) else data.get("channel_id"),
-        "channel.id",
+        (channel.get("id") if isinstance(channel, Mapping) else None) or data.get("channel_id"),
+        "channel_id",
     )
     member = data.get("member")
     member = member if isinstance(member, Mapping) else None
@@ -403,7 +363,7 @@ def _interaction(data: Mapping[str, Any], deferred: bool) -> Event | Dropped:
         ),
         sender=Sender(
             id=read.snowflake(user.get("id"), "user.id"),
-            name=_display_name(user, member),
+            name=read.display_name(user, member),
             is_bot=read.flag(user.get("bot"), "user.bot"),
         ),
         text=question,
@@ -420,15 +380,3 @@ def _option(command: Mapping[str, Any], name: str) -> str:
         if isinstance(option, Mapping) and option.get("name") == name:
             return read.text(option.get("value"), f"data.options.{name}")
     raise read.Malformed(f"data.options: no {name!r}")
-
-
-# -- fields ----------------------------------------------------------------------------
-
-
-def _display_name(user: Mapping[str, Any], member: Mapping[str, Any] | None) -> str:
-    """As a client shows a person: server nickname, else global name, else username."""
-    for value in (member.get("nick") if member else None, user.get("global_name")):
-        if isinstance(value, str) and value:
-            return value
-    username = user.get("username")
-    return username if isinstance(username, str) else ""

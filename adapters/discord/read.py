@@ -111,6 +111,17 @@ def flag(value: Any, where: str) -> bool:
     return value
 
 
+def display_name(user: Mapping[str, Any], member: Any) -> str:
+    """As a client shows a person: server nickname (``member`` when it is an object),
+    else global name, else username."""
+    nick = member.get("nick") if isinstance(member, Mapping) else None
+    for value in (nick, user.get("global_name")):
+        if isinstance(value, str) and value:
+            return value
+    username = user.get("username")
+    return username if isinstance(username, str) else ""
+
+
 def shape(value: Any) -> str:
     """What a wrong value is, short enough for a log line."""
     if value is None:
