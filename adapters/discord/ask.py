@@ -5,19 +5,24 @@ the reply then edits the deferred response through the interaction's webhook whi
 token is valid (15 minutes), and later replies go to the channel (see :mod:`.send`).
 
 discord.py's command tree parses the interaction and calls the command with a
-``discord.Interaction``, not the payload; :func:`payload` puts back the fields that
-normalize reads, so ``/ask`` is normalized from the same dict shape a fuzzer sends.
+``discord.Interaction``, not the payload, and what it could not resolve is lost there: in
+a channel of a type it does not know, ``interaction.channel_id`` is None although the
+payload names the channel. So :class:`RawInteractions` keeps each INTERACTION_CREATE as
+the gateway sent it until the command runs, and ``/ask`` is normalized from that dict —
+the shape a fuzzer sends; :func:`payload` rebuilds one only if it was not kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import discord
 import structlog
 from discord import app_commands
 
+from tether.adapters.discord import read
 from tether.adapters.kit import describe
 
 log = structlog.get_logger("tether.discord")
@@ -57,6 +62,30 @@ async def defer(interaction: discord.Interaction) -> bool:
         log.warning("discord.defer_failed", interaction_id=interaction.id, error=describe(exc))
         return False
     return True
+
+
+class RawInteractions:
+    """INTERACTION_CREATE payloads as the gateway sent them, by id, until ``/ask`` takes
+    its own. Interactions that are not ``/ask`` (buttons, other apps' commands) are never
+    taken: past ``limit`` the oldest are forgotten."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self._limit = limit
+        self._kept: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
+
+    def keep(self, data: Any) -> None:
+        """The read loop's hook, before discord.py parses the payload."""
+        ident = read.id_or_none(data.get("id")) if isinstance(data, Mapping) else None
+        if ident is None:
+            return
+        self._kept[ident] = data
+        while len(self._kept) > self._limit:
+            self._kept.popitem(last=False)
+
+    def take(self, interaction: discord.Interaction) -> Mapping[str, Any]:
+        """The payload of ``interaction``, as sent if it was kept, else rebuilt."""
+        kept = self._kept.pop(str(interaction.id), None)
+        return kept if kept is not None else payload(interaction)
 
 
 def payload(interaction: discord.Interaction) -> dict[str, Any]:

@@ -7,13 +7,19 @@ Tether needs around it:
   parser for each is wrapped so that :mod:`.normalize` sees the payload before discord.py
   builds its ``Message`` from it (building one consumes parts of the dict). Normalizing
   happens there, in the read loop; committing is a task, as discord.py's own events are.
+- Every parser is wrapped so that one dispatch discord.py cannot parse (a partial
+  MESSAGE_UPDATE Discord really sends, a field it does not expect) is skipped with a
+  ``discord.dispatch_skipped`` line. Unwrapped, the exception leaves ``Client.connect``
+  and the whole gateway session would be dropped and identified anew for one payload.
 - Every message seen commits its channel's cursor together with its event (or with
   nothing, when it was dropped) in one inbox transaction. Discord has no acknowledgement:
   the committed cursor is what the next :mod:`.backfill` starts from.
 - READY (a new session) starts a backfill; RESUMED needs none, Discord replays the gap.
-- ``/ask`` (:mod:`.ask`) is deferred first, then normalized and committed.
+- ``/ask`` (:mod:`.ask`) is deferred first, then normalized and committed — from the
+  payload as the gateway sent it, kept until then.
 - A refused privileged intent or a fatal close code ends the loop with a problem that
-  readiness reports; anything else restarts it with backoff.
+  readiness reports; anything else restarts it with backoff, counted from the last
+  healthy session (READY or RESUMED), so an outage a week ago does not slow today's.
 """
 
 from __future__ import annotations
@@ -73,6 +79,9 @@ class GatewayIngress:
         self._servers: Servers = NO_SERVERS
         self._tree: ask.Tree | None = None
         self._inbox: Inbox | None = None
+        self._asked = ask.RawInteractions()
+        #: Connection failures since the last session that reached READY or RESUMED.
+        self._failures = 0
         self._backfill_task: asyncio.Task[None] | None = None
         self._commits: set[asyncio.Task[None]] = set()
         self.connected = False
@@ -94,9 +103,15 @@ class GatewayIngress:
             ("on_disconnect", self._on_disconnect),
         ):
             setattr(client, name, handler)
+        takers: dict[str, Callable[[Any], None]] = {
+            "MESSAGE_CREATE": self._created,
+            "MESSAGE_UPDATE": self._edited,
+        }
+        if self.config.ask_command:
+            takers["INTERACTION_CREATE"] = self._asked.keep
         parsers = client._connection.parsers  # the read loop looks events up here
-        for event, take in (("MESSAGE_CREATE", self._created), ("MESSAGE_UPDATE", self._edited)):
-            parsers[event] = functools.partial(_take_first, take, parsers[event])
+        for event, parse in list(parsers.items()):
+            parsers[event] = functools.partial(_dispatch, event, takers.get(event), parse)
         if self.config.ask_command:
             self._tree = ask.command_tree(client, self._on_ask)
 
@@ -110,7 +125,7 @@ class GatewayIngress:
         good after what reconnecting cannot fix: a refused intent, a rejected token."""
         self._inbox = inbox
         self.problem = None
-        failures = 0
+        self._failures = 0
         while True:
             try:
                 await self.client.connect(reconnect=True)
@@ -131,10 +146,15 @@ class GatewayIngress:
                 log.error("discord.gateway_closed", code=exc.code, reason=self.problem)
                 return
             except Exception as exc:
-                failures += 1
-                delay = self._delay(failures)
+                self._failures += 1
+                delay = self._delay(self._failures)
                 self.problem = f"the gateway connection failed: {describe(exc)}"
-                log.warning("discord.gateway_failed", error=describe(exc), retry_in_s=delay)
+                log.warning(
+                    "discord.gateway_failed",
+                    error=describe(exc),
+                    failures=self._failures,
+                    retry_in_s=delay,
+                )
                 ws = self.client.ws
                 if ws is not None:
                     with contextlib.suppress(Exception):
@@ -159,6 +179,7 @@ class GatewayIngress:
         """READY: a new session, so whatever came since the last one may be missing."""
         self.connected = True
         self.problem = None
+        self._failures = 0
         log.info("discord.connected", session="new")
         inbox = self._inbox
         if inbox is None or self.config.backfill_hours <= 0:
@@ -174,6 +195,7 @@ class GatewayIngress:
     async def _on_resumed(self) -> None:
         self.connected = True
         self.problem = None  # Discord replays what was missed: no backfill needed
+        self._failures = 0
         log.info("discord.connected", session="resumed")
 
     async def _on_disconnect(self) -> None:
@@ -261,7 +283,7 @@ class GatewayIngress:
         if inbox is None:
             log.warning("discord.interaction_dropped", reason="stopping")
             return
-        outcome = interaction(ask.payload(asked), self._bot, deferred=deferred)
+        outcome = interaction(self._asked.take(asked), self._bot, deferred=deferred)
         if isinstance(outcome, Dropped):
             _log_dropped(outcome, interaction_id=asked.id)
             return
@@ -271,14 +293,21 @@ class GatewayIngress:
             log.error("discord.accept_failed", interaction_id=asked.id, error=describe(exc))
 
 
-def _take_first(take: Callable[[Any], None], parse: Callable[[Any], None], data: Any) -> None:
-    """A wrapped discord.py parser: Tether takes the payload, then discord.py parses it.
-    Nothing Tether does may break discord.py's read loop."""
+def _dispatch(
+    event: str, take: Callable[[Any], None] | None, parse: Callable[[Any], None], data: Any
+) -> None:
+    """A wrapped discord.py parser: Tether takes the payload (if it reads this event),
+    then discord.py parses it. Neither may end discord.py's read loop: an exception there
+    would leave ``Client.connect`` and cost the gateway session."""
+    if take is not None:
+        try:
+            take(data)
+        except Exception as exc:
+            log.error("discord.accept_failed", error=describe(exc))
     try:
-        take(data)
-    except Exception as exc:
-        log.error("discord.accept_failed", error=describe(exc))
-    parse(data)
+        parse(data)
+    except Exception as exc:  # a payload discord.py cannot parse: this dispatch only
+        log.warning("discord.dispatch_skipped", dispatch=event, error=describe(exc))
 
 
 def _log_dropped(dropped: Dropped, **ids: int | None) -> None:
