@@ -1,7 +1,14 @@
 """YAML → :class:`Settings`, with ``${VAR}`` interpolation and errors that name the key path.
 
 Interpolation runs on parsed string scalars, not on the raw text, so an environment
-variable can never inject YAML structure and every failure knows its key path.
+variable can never inject YAML structure and every failure knows its key path. The text
+is parsed with bounds first (:mod:`tether.config.document`), so aliases cannot expand it
+before anything is checked.
+
+A :class:`ConfigError` is one line per problem, each naming the file and a key path (or a
+line and column, before there are keys), and never shows a secret: values under secret
+names are not echoed, and every secret the file holds, in every form, is masked in the
+message by the same redactor as the logs.
 """
 
 from __future__ import annotations
@@ -12,14 +19,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from tether.config.credentials import secret_name, url_secrets
+from tether.config.document import YamlProblem, parse
 from tether.config.schema import Settings
+from tether.gateway.logs import Redactor
 
 # Values at these paths are never echoed back in an error: they may be secrets.
 _SECRETISH = re.compile(r"token|secret|key|password", re.IGNORECASE)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: An error lists this many problems, then how many more: a config pasted into the wrong
+#: key can fail in thousands of places, and the first ones tell what happened.
+MAX_PROBLEMS = 20
+#: Longer values are shortened where an error shows what it got.
+_SHOWN = 80
 
 
 class ConfigError(Exception):
@@ -35,9 +49,17 @@ def load(path: str | Path | None, env: Mapping[str, str] | None = None) -> Setti
         path = default
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}"
+            f" (line {line})"
+        ) from None
     return load_text(text, source=str(path), env=env)
 
 
@@ -46,9 +68,9 @@ def load_text(
 ) -> Settings:
     """Parse and validate YAML text; ``source`` is used in error messages."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: invalid YAML: {exc}") from None
+        data = parse(text)
+    except YamlProblem as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -57,7 +79,9 @@ def load_text(
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, source)) from None
+        secrets: list[str] = []
+        _secrets_in(data, False, secrets)
+        raise ConfigError(Redactor(secrets).scrub(_describe(exc, source))) from None
 
 
 def _interpolate(
@@ -72,6 +96,11 @@ def _interpolate(
         def substitute(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
             if name in env and (env[name] != "" or default is None):
+                if not env[name].isascii() and not _utf8(env[name]):
+                    raise ConfigError(
+                        f"{source}: {_dotted(path)}: environment variable ${{{name}}} is not"
+                        " valid UTF-8"
+                    )
                 return env[name]
             if default is not None:
                 return default
@@ -84,23 +113,54 @@ def _interpolate(
     return value
 
 
-def _dotted(path: tuple[str | int, ...]) -> str:
+def _utf8(value: str) -> bool:
+    """False for a value with lone surrogates: bytes that were not UTF-8 in the environment."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _secrets_in(value: Any, named: bool, out: list[str]) -> None:
+    """What the raw data holds that must not show in an error: strings under a secret
+    name (``token``, ``api_keys``, ``Authorization``) and the credentials in URLs."""
+    if isinstance(value, str):
+        out.extend([value] if named else url_secrets(value))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _secrets_in(item, secret_name(key), out)
+    elif isinstance(value, list):
+        for item in value:
+            _secrets_in(item, named, out)
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        else:
+            text = str(part)
+            text = text if text.isprintable() else repr(text)  # a key cannot break the line
+            out += f".{text}" if out else text
     return out or "<root>"
 
 
 def _describe(exc: ValidationError, source: str) -> str:
     lines = []
-    for error in exc.errors():
+    errors = exc.errors()
+    for error in errors[:MAX_PROBLEMS]:
         where = _dotted(tuple(error["loc"]))
         if error["type"] == "extra_forbidden":
             message = "unknown key"
         else:
-            message = error["msg"]
+            message = " ".join(error["msg"].split())
             shown = "input" in error and not isinstance(error["input"], dict | list)
             if shown and not _SECRETISH.search(where):
-                message += f" (got {error['input']!r})"
+                got = repr(error["input"])
+                message += f" (got {got if len(got) <= _SHOWN else got[:_SHOWN] + '…'})"
         lines.append(f"{source}: {where}: {message}")
+    if len(errors) > MAX_PROBLEMS:
+        lines.append(f"{source}: … and {len(errors) - MAX_PROBLEMS} more problems")
     return "\n".join(lines)

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import logging
+import re
 import sys
 import threading
 import time
 from collections.abc import Iterable
 from typing import Any, TextIO
+from urllib.parse import quote, quote_plus
 
 import orjson
 import structlog
@@ -23,25 +26,49 @@ from structlog.typing import EventDict, WrappedLogger
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 MASK = "***"
+#: Shorter secrets are not masked: they would hit ordinary words and ids.
+MIN_LENGTH = 4
+#: A secret's part (:func:`parts`) is masked on its own only from this length on.
+MIN_PART_LENGTH = 8
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 
 
 class Redactor:
-    """Replaces known secret strings by ``***``. Short strings are ignored as too common."""
+    """Replaces every configured secret, in every form it is written in, by ``***``.
+
+    A secret leaks in more shapes than the one configured: a Telegram token's secret half
+    (after the ``:``) alone, a token or password percent-encoded in a URL, a value escaped
+    inside a JSON string or an error's ``{value!r}``. :func:`forms` lists them; all the
+    forms of all the secrets become one compiled alternation, built once per secret set,
+    so a log line costs one regex scan however many secrets there are. Strings shorter
+    than :data:`MIN_LENGTH` are ignored as too common to mask.
+    """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self.secrets: tuple[str, ...] = ()
+        self._pattern: re.Pattern[str] | None = None
         self.update(secrets)
 
     def update(self, secrets: Iterable[str]) -> None:
-        merged = {*self.secrets, *(s for s in secrets if s and len(s) >= 4)}
-        # Longest first, so a secret that contains another is masked whole.
+        merged = {*self.secrets, *(s for s in secrets if s and len(s) >= MIN_LENGTH)}
+        if merged == set(self.secrets):
+            return
         self.secrets = tuple(sorted(merged, key=len, reverse=True))
+        written = {form for secret in merged for form in forms(secret)}
+        # Grouped by first character (the engine tries one group where a flat alternation
+        # tried every form), longest first inside a group: a form that contains another
+        # is masked whole, not around it.
+        groups: dict[str, list[str]] = {}
+        for form in sorted(written, key=lambda form: (-len(form), form)):
+            groups.setdefault(form[0], []).append(re.escape(form[1:]))
+        self._pattern = re.compile(
+            "|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in groups.items())
+        )
 
     def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            if secret in text:
-                text = text.replace(secret, MASK)
-        return text
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(MASK, text)
 
     def scrub_value(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -55,9 +82,41 @@ class Redactor:
         return self.scrub(str(value))
 
     def __call__(self, _logger: WrappedLogger, _name: str, event_dict: EventDict) -> EventDict:
-        if not self.secrets:
+        if self._pattern is None:
             return event_dict
         return {k: self.scrub_value(v) for k, v in event_dict.items()}
+
+
+def forms(secret: str) -> set[str]:
+    """Every way ``secret`` may be written where it could leak, at least MIN_LENGTH long.
+
+    The secret and its significant parts (:func:`parts`), each as typed, percent-encoded
+    (a URL path or query, a form body; upper- and lower-case escapes), and escaped as in a
+    JSON string (ASCII-only or not, and once more for JSON inside JSON) or a Python repr.
+    """
+    found: set[str] = set()
+    for part in {secret, *parts(secret)}:
+        for encoded in (quote(part, safe=""), quote(part), quote_plus(part)):
+            found.update((encoded, _PERCENT_ESCAPE.sub(lambda m: m.group().lower(), encoded)))
+        escaped = json.dumps(part)[1:-1]
+        found.update(
+            (
+                part,
+                escaped,
+                json.dumps(part, ensure_ascii=False)[1:-1],
+                json.dumps(escaped)[1:-1],
+                repr(part)[1:-1],
+            )
+        )
+    return {form for form in found if len(form) >= MIN_LENGTH}
+
+
+def parts(secret: str) -> list[str]:
+    """The parts of ``secret`` that are secret on their own: what follows the first ``:``
+    (a Telegram token's ``123456:AAH…`` half after the bot id, a ``user:password`` pair's
+    password). The part before it is an id that event keys and logs must keep showing."""
+    _, colon, rest = secret.partition(":")
+    return [rest] if colon and len(rest) >= MIN_PART_LENGTH else []
 
 
 redactor = Redactor()
@@ -84,18 +143,51 @@ def configure(
         processors.append(structlog.dev.ConsoleRenderer(colors=out.isatty()))
     else:
         processors.append(structlog.processors.JSONRenderer(serializer=_json))
+    sink = _new_sink(out)
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, 20)),
-        logger_factory=_sink_for(out),
+        logger_factory=lambda *_args: sink,
         cache_logger_on_first_use=False,
     )
-    # Libraries that use stdlib logging (aiohttp, asyncio) go to the same stream, scrubbed.
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(_ScrubbingFormatter("%(levelname)s %(name)s %(message)s"))
+    # Libraries that use stdlib logging (aiohttp, asyncio, SDKs) and warnings go through
+    # the same processors to the same sink: one format on the stream, scrubbed.
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [_StdlibHandler(processors, sink)]
     root.setLevel(max(_LEVELS.get(level, 20), logging.INFO))
+    logging.captureWarnings(True)
+
+
+class _StdlibHandler(logging.Handler):
+    """A stdlib ``logging`` record rendered like Tether's own lines.
+
+    aiohttp's "Error handling request", asyncio's "Task exception was never retrieved"
+    and a library's warnings used to be plain multi-line text in the middle of a JSON
+    stream, which a log shipper splits into garbage. Here a record becomes an event dict
+    (``event``, ``logger``, the level, and the traceback as one ``exception`` field), runs
+    through structlog's processors (timestamp, redactor, renderer) and goes to the sink,
+    so with ``logging.format: json`` every line on the stream parses as JSON.
+    """
+
+    def __init__(self, processors: list[Any], sink: LineSink) -> None:
+        super().__init__()
+        self.processors = processors
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            method = record.levelname.lower()
+            rendered: Any = {"event": record.getMessage(), "logger": record.name}
+            if record.exc_info:
+                rendered["exc_info"] = record.exc_info
+            for processor in self.processors:
+                rendered = processor(None, method, rendered)
+            if record.levelno >= logging.WARNING:
+                self.sink.write_now(rendered)
+            else:
+                self.sink.msg(rendered)
+        except Exception:  # a record that cannot be formatted must not break the caller
+            self.handleError(record)
 
 
 class LineSink:
@@ -159,12 +251,12 @@ class LineSink:
 _sink: LineSink | None = None
 
 
-def _sink_for(out: TextIO) -> Any:
-    """The sink every structlog logger writes to; the previous one is emptied first."""
+def _new_sink(out: TextIO) -> LineSink:
+    """The sink every logger writes to from now on; the previous one is emptied first."""
     global _sink
     flush()
-    sink = _sink = LineSink(out)
-    return lambda *_args: sink
+    _sink = LineSink(out)
+    return _sink
 
 
 def flush() -> None:
@@ -193,8 +285,3 @@ def _timestamp(_logger: WrappedLogger, _name: str, event_dict: EventDict) -> Eve
 def _json(value: Any, **_kwargs: Any) -> str:
     """orjson: several times faster than json.dumps, and there are four lines per event."""
     return orjson.dumps(value, default=str).decode()
-
-
-class _ScrubbingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return redactor.scrub(super().format(record))

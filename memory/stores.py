@@ -29,8 +29,19 @@ def open_store(url: str, *, synchronous: str = "normal") -> Store:
 
 
 def sqlite_path(url: str) -> str:
-    """``sqlite:///rel.db`` → ``rel.db``; ``sqlite:////abs.db`` → ``/abs.db``."""
+    """``sqlite:///rel.db`` → ``rel.db``; ``sqlite:////abs.db`` → ``/abs.db``;
+    ``sqlite:///:memory:`` → ``:memory:`` (a scratch file, removed at close).
+
+    A URL without a path is a ValueError: ``sqlite://`` used to mean a scratch store, so a
+    config that lost its path (an empty variable, a typo) silently kept nothing.
+    """
     path = url.removeprefix("sqlite://")
     if path.startswith("/"):
         path = path[1:]
-    return path or ":memory:"
+    if not path:
+        raise ValueError(
+            f"{url!r} needs a file path: sqlite:///tether.db (relative to the working"
+            " directory) or sqlite:////var/lib/tether/tether.db (absolute); memory:// keeps"
+            " nothing"
+        )
+    return path

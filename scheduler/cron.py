@@ -25,6 +25,8 @@ from apscheduler.triggers.cron import CronTrigger
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _DAY_ITEM = re.compile(r"^(\*|[a-z0-9]+)(?:-([a-z0-9]+))?(?:/([0-9]+))?$")
 _ONE_MICROSECOND = timedelta(microseconds=1)
+#: Where the "does it ever fire" check starts looking (a leap year, so Feb 29 is found).
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def zone(name: str) -> ZoneInfo:
@@ -53,7 +55,7 @@ def trigger(expr: str, timezone: str = "UTC", jitter: float | None = None) -> Cr
             f"got {len(fields)}"
         )
     second, minute, hour, day, month, weekday = fields
-    return CronTrigger(
+    built = CronTrigger(
         second=second,
         minute=minute,
         hour=hour,
@@ -63,6 +65,15 @@ def trigger(expr: str, timezone: str = "UTC", jitter: float | None = None) -> Cr
         timezone=zone(timezone),
         jitter=jitter or None,
     )
+    # Every field parses, yet ``0 0 31 2 *`` (February 31st) matches no date: such a job
+    # would be accepted and then silently never run. A schedule that fires at all fires
+    # again within 28 years (when dates and weekdays repeat), so a fixed start will do.
+    if built.get_next_fire_time(None, _EPOCH) is None:
+        raise ValueError(
+            f"never fires: no month in {month!r} has a day {day!r}"
+            " (February has 29 days at most; April, June, September and November 30)"
+        )
+    return built
 
 
 def crontab_weekdays(field: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from tests.conftest import TETHER
 from tether.config import ConfigError, load, load_text
 from tether.gateway.cli import main
+from tether.memory.stores import open_store, sqlite_path
 
 
 def check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -122,3 +124,137 @@ def test_chat_in_a_pipe_answers_and_history_survives_restart(tmp_path: Path) -> 
             await store.close()
 
     assert asyncio.run(history()) == ["hi", "hi", "/start now", "/start now", "again", "again"]
+
+
+# -- config that cannot blow up (issue 14) ---------------------------------------------
+
+#: The "billion laughs": 342 bytes that expand to 9^9 strings, all under unknown keys.
+ALIAS_BOMB = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+
+
+def _limited_memory() -> None:
+    """A hang guard's companion: a child that expands a bomb fails instead of eating the box."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once_naming_where(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(ALIAS_BOMB)
+    assert len(ALIAS_BOMB.encode()) == 342
+    result = subprocess.run(
+        [TETHER, "check", "-c", str(path)],
+        capture_output=True, text=True, timeout=120, preexec_fn=_limited_memory,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    [problem] = result.stderr.splitlines()[1:]
+    assert problem.startswith(f"{path}: line ") and "alias *" in problem
+
+
+def test_an_alias_that_contains_itself_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"line 1, column \d+: .*alias \*loop"):
+        load_text("plugins: &loop [a, *loop]\n")
+
+
+def test_a_modest_alias_still_works() -> None:
+    settings = load_text(
+        "access:\n  allow: &people ['telegram:1', 'discord:2']\n  admins: *people\n"
+    )
+    assert settings.access.admins == ["telegram:1", "discord:2"]
+
+
+def test_a_config_that_is_not_utf8_names_the_file_and_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("agent:\n  name: Zo\xeb\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as caught:
+        load(path)
+    assert str(caught.value) == f"{path}: not UTF-8 text: byte 0xeb at offset 17 (line 2)"
+
+
+def test_sqlite_without_a_path_is_refused_not_silently_in_memory() -> None:
+    for url in ("sqlite://", "sqlite:///"):
+        with pytest.raises(ConfigError, match=r"memory\.store: .*needs a file path"):
+            load_text(f"memory: {{store: '{url}'}}\n")
+        with pytest.raises(ValueError, match="needs a file path"):
+            open_store(url)
+    # The stores that keep nothing stay reachable, by names that say so.
+    assert load_text("memory: {store: 'memory://'}\n").memory.store == "memory://"
+    assert sqlite_path("sqlite:///:memory:") == ":memory:"
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("pipeline: {max_attempts: true}\n", "pipeline.max_attempts"),
+        ("outbox: {backoff_base: false}\n", "outbox.backoff_base"),
+        ("http: {port: true}\n", "http.port"),
+        ("memory: {task_token_budget: true}\n", "memory.task_token_budget"),
+        (
+            "platforms: {discord: {token: x, backfill_limit: true}}\n",
+            "platforms.discord.backfill_limit",
+        ),
+    ],
+)
+def test_a_boolean_is_not_a_number(text: str, where: str) -> None:
+    with pytest.raises(ConfigError, match=rf": {re.escape(where)}: .*a number, not a boolean"):
+        load_text(text)
+
+
+def test_numbers_from_the_environment_still_parse() -> None:
+    settings = load_text(
+        "http: {port: '${PORT}'}\npipeline: {max_attempts: 3}\n", env={"PORT": "9090"}
+    )
+    assert settings.http.port == 9090 and settings.pipeline.max_attempts == 3
+
+
+def test_an_infinite_or_nan_number_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"pipeline\.handler_timeout: .*finite"):
+        load_text("pipeline: {handler_timeout: .inf}\n")
+    with pytest.raises(ConfigError, match=r"outbox\.backoff_max: .*finite"):
+        load_text("outbox: {backoff_max: .nan}\n")
+
+
+@pytest.mark.parametrize("cron", ["0 0 31 2 *", "0 0 30 2 mon", "0 0 31 4,6,9,11 *"])
+def test_a_cron_expression_that_never_fires_is_refused(cron: str) -> None:
+    text = f"jobs: [{{id: never, cron: '{cron}', text: hi, deliver: 'console:local'}}]\n"
+    with pytest.raises(ConfigError, match=r"jobs\[0\]\.cron: .*never fires"):
+        load_text(text)
+
+
+def test_rare_but_real_cron_expressions_are_kept() -> None:
+    text = "jobs: [{id: leap, cron: '0 0 29 2 mon', text: hi, deliver: 'console:local'}]\n"
+    assert load_text(text).jobs[0].cron == "0 0 29 2 mon"
+
+
+def test_a_yaml_syntax_error_is_one_line_that_does_not_quote_the_line() -> None:
+    secret = "123456:AAH-not-to-be-echoed"
+    with pytest.raises(ConfigError) as caught:
+        load_text(f'platforms:\n  telegram:\n    token: "{secret}\n', source="t.yaml")
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1 and message.startswith("t.yaml: line ")
+    assert "invalid YAML" in message and secret.split(":")[1] not in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pipeline: {max_attempts: " + "9" * 5000 + "}\n",  # beyond int()'s digit limit
+        "jobs: [{id: x, cron: '* * * * *', text: hi, grace: !!float nope}]\n",
+        "agent: {name: 2001-02-30}\n",  # a YAML timestamp that is no date
+        "plugins: " + "[" * 5000 + "]" * 5000 + "\n",
+    ],
+)
+def test_values_yaml_cannot_construct_are_config_errors(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"^<config>: line \d+, column \d+: "):
+        load_text(text)
