@@ -22,10 +22,11 @@ from lark_oapi.core.exception import ObtainAccessTokenException
 
 from tether.adapters.base import Adapter, SendRetryable, Sent
 from tether.adapters.feishu.long_connection import LongConnection
-from tether.adapters.feishu.normalize import IGNORED, Bot, event_id_of, normalize
+from tether.adapters.feishu.normalize import IGNORED, SKIPPED, Bot, event_id_of, normalize
 from tether.adapters.feishu.send import Messages, request_for
 from tether.adapters.feishu.webhook import Rejected, Verifier, answer
 from tether.adapters.kit import Dropped, open_with_retries
+from tether.adapters.untrusted import unstorable
 from tether.config.schema import FeishuConfig
 from tether.events import Event, OutMessage, Target
 from tether.gateway.ratelimit import Limit
@@ -193,6 +194,8 @@ class FeishuAdapter(Adapter):
 
     async def _commit(self, inbox: Inbox, data: dict[str, Any]) -> None:
         outcome = self.normalize(data)
+        if isinstance(outcome, Event) and (reason := unstorable(outcome)):
+            outcome = Dropped(SKIPPED, reason)  # no redelivery could make it storable
         if isinstance(outcome, Dropped):
             emit = log.info if outcome.log_event == IGNORED else log.warning
             emit(outcome.log_event, event_id=event_id_of(data), reason=outcome.reason)

@@ -14,7 +14,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,6 +24,7 @@ from aiohttp import web
 from lark_oapi.core.utils.decryptor import AESCipher
 
 from tether.adapters.kit import describe
+from tether.adapters.untrusted import Malformed, header, load_json
 
 if TYPE_CHECKING:
     from tether.gateway.inbox import Inbox
@@ -62,53 +62,58 @@ class Verifier:
         return bool(self._encrypt_key)
 
     def verify(
-        self, body: bytes, headers: Mapping[str, str], now: float | None = None
+        self, body: bytes, headers: Mapping[str, str | bytes], now: float | None = None
     ) -> dict[str, Any] | Rejected:
         """The plaintext event of an authentic, fresh request, or why it was refused.
 
         With an encrypt key, Feishu encrypts the body and signs it: ``X-Lark-Signature``
         = sha256_hex(timestamp + nonce + encrypt_key + raw body). The signature is checked
-        over the raw bytes before anything is decrypted; only ``url_verification`` (sent
-        once, while the URL is configured) may come unsigned, and it is still token-checked.
+        over the raw bytes (headers included, as bytes) before anything is parsed, so a
+        stranger's body is never even decoded. Only ``url_verification`` (sent once, while
+        the URL is configured) may come unsigned, and it is still token-checked; any
+        other unsigned post is 401 whatever its body. Without an encrypt key the token
+        inside the body is all there is, so the body is parsed first (safely: 400).
         """
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            return Rejected(400, "body is not JSON")
-        if not isinstance(parsed, dict):
-            return Rejected(400, "body is not a JSON object")
-        data: dict[str, Any] = parsed
-        timestamp = headers.get(TIMESTAMP_HEADER)
-        nonce = headers.get(NONCE_HEADER)
-        signature = headers.get(SIGNATURE_HEADER)
+        timestamp, nonce, signature = (
+            _raw(headers, name) for name in (TIMESTAMP_HEADER, NONCE_HEADER, SIGNATURE_HEADER)
+        )
         signed = bool(timestamp and nonce and signature)
         if self._encrypt_key and signed:
             assert timestamp is not None and nonce is not None and signature is not None
-            expected = hashlib.sha256(
-                (timestamp + nonce + self._encrypt_key).encode() + body
-            ).hexdigest()
-            if not hmac.compare_digest(expected.encode(), signature.encode()):
+            expected = hashlib.sha256(timestamp + nonce + self._encrypt_key.encode() + body)
+            if not hmac.compare_digest(expected.hexdigest().encode(), signature):
                 return Rejected(401, "signature does not match")
         if timestamp is not None:
             stale = self._stale(timestamp, now)
             if stale:
                 return Rejected(401, stale)
-        if "encrypt" in data:
-            decrypted = self.decrypt(data["encrypt"])
-            if isinstance(decrypted, Rejected):
-                return decrypted
-            data = decrypted
-        elif self._cipher is not None:
-            return Rejected(401, "body is not encrypted although encrypt_key is set")
-        if self._encrypt_key and not signed and data.get("type") != "url_verification":
-            return Rejected(401, "missing signature headers")
-        header = data.get("header")
-        token = header.get("token") if isinstance(header, dict) else data.get("token")
+        data = self._plaintext(body)
+        if self._encrypt_key and not signed:
+            if isinstance(data, Rejected):  # unauthenticated: a 400 would say too much
+                return data if data.status == 401 else Rejected(401, "missing signature headers")
+            if data.get("type") != "url_verification":
+                return Rejected(401, "missing signature headers")
+        if isinstance(data, Rejected):
+            return data
+        envelope = data.get("header")
+        token = envelope.get("token") if isinstance(envelope, dict) else data.get("token")
         if self._token is not None and not (
-            isinstance(token, str) and hmac.compare_digest(token.encode(), self._token)
+            isinstance(token, str)
+            and hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self._token)
         ):
             return Rejected(403, "verification token does not match")
         return data
+
+    def _plaintext(self, body: bytes) -> dict[str, Any] | Rejected:
+        """The event object in ``body``, decrypted when it came as ``{"encrypt": …}``."""
+        parsed = _json_object(body, "body")
+        if isinstance(parsed, Rejected):
+            return parsed
+        if "encrypt" in parsed:
+            return self.decrypt(parsed["encrypt"])
+        if self._cipher is not None:
+            return Rejected(401, "body is not encrypted although encrypt_key is set")
+        return parsed
 
     def decrypt(self, encrypted: Any) -> dict[str, Any] | Rejected:
         """The JSON object inside an ``{"encrypt": …}`` body, or why there is none."""
@@ -121,14 +126,12 @@ class Verifier:
         except (binascii.Error, ValueError):
             return Rejected(400, "encrypt is not base64")
         try:
-            data = json.loads(self._cipher.decrypt(raw))
-        except ValueError:  # bad padding or garbage: encrypted with another key
+            plaintext = self._cipher.decrypt(raw)
+        except ValueError:  # bad length or padding: encrypted with another key
             return Rejected(401, "cannot decrypt (a different encrypt_key?)")
-        if not isinstance(data, dict):
-            return Rejected(400, "decrypted body is not a JSON object")
-        return dict(data)
+        return _json_object(plaintext, "decrypted body")
 
-    def _stale(self, timestamp: str, now: float | None) -> str | None:
+    def _stale(self, timestamp: bytes, now: float | None) -> str | None:
         try:
             sent_at = float(timestamp)
         except ValueError:
@@ -144,9 +147,18 @@ class Verifier:
 async def answer(
     request: web.Request, verifier: Verifier, inbox: Inbox | None, commit: Commit
 ) -> web.Response:
-    """Verify, then answer url_verification or commit the event; 200 only after that."""
-    body = await request.read()
-    outcome = verifier.verify(body, request.headers)
+    """Verify, then answer url_verification or commit the event; 200 only after that.
+
+    An authentic event that cannot be used is skipped inside ``commit`` and answered
+    200: Feishu would retry anything else four times over seven hours, and no retry
+    could make it usable. A failed commit is 503, so Feishu delivers it again.
+    """
+    headers = {
+        name: value
+        for name in (TIMESTAMP_HEADER, NONCE_HEADER, SIGNATURE_HEADER)
+        if (value := header(request, name)) is not None
+    }
+    outcome = verifier.verify(await request.read(), headers)
     if isinstance(outcome, Rejected):
         log.warning("feishu.webhook_rejected", status=outcome.status, reason=outcome.reason)
         return web.json_response({"msg": outcome.reason}, status=outcome.status)
@@ -161,3 +173,23 @@ async def answer(
         log.error("feishu.accept_failed", error=describe(exc))
         return web.json_response({"msg": "not stored, deliver again"}, status=503)
     return web.json_response({"msg": "success"})
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any] | Rejected:
+    """The JSON object in ``raw``, or a 400 saying why ``what`` is not one."""
+    try:
+        data = load_json(raw)
+    except Malformed as exc:
+        return Rejected(400, f"{what}: {exc}")
+    if not isinstance(data, dict):
+        return Rejected(400, f"{what} is not a JSON object")
+    return data
+
+
+def _raw(headers: Mapping[str, str | bytes], name: str) -> bytes | None:
+    """A header as bytes. A ``str`` from aiohttp carries non-UTF-8 bytes as surrogates
+    (``surrogateescape``); encoding it back the same way restores exactly those bytes."""
+    value = headers.get(name)
+    if value is None or isinstance(value, bytes):
+        return value
+    return value.encode("utf-8", "surrogateescape")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from telegram.error import Conflict, TelegramError
 from tether.adapters.kit import Dropped, describe
 from tether.adapters.telegram.http import BotClient
 from tether.adapters.telegram.normalize import update_id
+from tether.adapters.untrusted import Malformed, header, load_json, unstorable
 from tether.backoff import equal_jitter
 from tether.config.schema import TelegramConfig
 from tether.events import Event
@@ -217,8 +217,17 @@ class Ingress:
         log.info("telegram.webhook_set", url=url, path=self.config.webhook.path)
 
     async def webhook(self, request: web.Request) -> web.Response:
-        """Verify, parse, commit, and only then 200 (Telegram retries anything else)."""
-        given = request.headers.get(SECRET_HEADER, "").encode()
+        """Verify, parse, commit, and only then 200 (Telegram retries anything else).
+
+        The secret header is compared as the bytes that arrived, before the body is
+        parsed. A body that is not an update at all (not UTF-8 JSON, nested too deep, no
+        ``update_id``) is 400: Telegram never sends one. An update that cannot be used
+        (normalize skips it, or it holds text no store accepts) is acknowledged with 200
+        and logged as skipped: Telegram retries every non-2xx, in order, so refusing it
+        would only hold the chat's next updates back. A failed commit is 503: not
+        stored, so Telegram must deliver it again.
+        """
+        given = header(request, SECRET_HEADER) or b""
         if self._secret is None or not hmac.compare_digest(given, self._secret):
             log.warning(
                 "telegram.webhook_forbidden",
@@ -229,21 +238,26 @@ class Ingress:
         inbox = self._inbox
         if inbox is None:  # not started yet, or stopping: Telegram will deliver it again
             return web.Response(status=503, text="not ready")
-        body = await request.read()
         try:
-            data = json.loads(body)
-        except ValueError as exc:
-            log.warning("telegram.webhook_malformed", reason=f"invalid JSON: {exc}")
-            return web.Response(status=400, text="invalid JSON")
+            data = load_json(await request.read())
+        except Malformed as exc:
+            log.warning("telegram.webhook_malformed", reason=str(exc))
+            return web.Response(status=400, text="not JSON")
         number = update_id(data)
         if number is None:
             log.warning("telegram.webhook_malformed", reason="not an update (no update_id)")
             return web.Response(status=400, text="not an update")
         outcome = self.normalize(data)
+        if isinstance(outcome, Event) and (reason := unstorable(outcome)):
+            outcome = Dropped("telegram.skipped", reason)
         events = [outcome] if isinstance(outcome, Event) else []
         if not isinstance(outcome, Event):
             _log_dropped(outcome, number)
-        accepted = await inbox.accept(events)
+        try:
+            accepted = await inbox.accept(events)
+        except Exception as exc:  # the store failed: not committed, so not acknowledged
+            log.error("telegram.accept_failed", update_id=number, error=describe(exc))
+            return web.Response(status=503, text="not stored, deliver again")
         self.after_accept(events, accepted)
         return web.Response(text="ok")
 
