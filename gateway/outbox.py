@@ -5,23 +5,29 @@ lanes run side by side within a concurrency limit and the adapter's token bucket
 send is marked ``sending`` (committed) before the platform call, so after a crash we
 know which rows may have gone out: those are resent only where the adapter's send is
 idempotent (or the operator asked for it), and otherwise marked ``unknown``.
+
+What a platform call did (``sent``, or ``unknown`` for an ambiguous failure) is recorded
+until the store takes it (:meth:`Outbox._record`): a failed commit of that mark never
+makes the outbox call the platform again, and never leaves a delivered reply
+``sending`` for a restart to send a second time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable, Mapping
 
 import structlog
 
 from tether.adapters.base import Adapter, SendAmbiguous, SendFatal, SendRetryable
-from tether.backoff import full_jitter
+from tether.backoff import equal_jitter, full_jitter
 from tether.config.schema import OutboxConfig
 from tether.gateway import metrics
 from tether.gateway.lanes import Lanes, SharedStore
 from tether.gateway.logs import redactor
 from tether.gateway.ratelimit import Buckets
-from tether.memory.records import OutboxRow
+from tether.memory.records import OutboxRow, OutboxStatus
 from tether.memory.roles import OutboxStore
 
 log = structlog.get_logger("tether.outbox")
@@ -126,12 +132,12 @@ class Outbox:
         except Exception as exc:  # SendAmbiguous, and anything the adapter did not classify
             if adapter.idempotent_send or adapter.resend_unknown:
                 return await self._retry(row, exc, None, olog)
-            await self._mark_unknown(row, _describe(exc))
+            error = _describe(exc)
+            await self._record(row, "unknown", error=error)
+            self._unknown(row, error)
             return True
         row.status, row.platform_id = "sent", sent.platform_id
-        # Not waited for: a crash before it commits leaves the row 'sending', which the
-        # restart treats as ambiguous; the send itself already happened.
-        await self.store.mark_outbox(row.key, "sent", platform_id=sent.platform_id, durable=False)
+        await self._record(row, "sent", platform_id=sent.platform_id)
         metrics.labelled(metrics.OUTBOX, row.platform, "sent").inc()
         olog.info(
             "outbox.sent",
@@ -170,8 +176,45 @@ class Outbox:
         metrics.OUTBOX.labels(row.platform, "dead").inc()
         olog.error("outbox.dead", error=error)
 
+    async def _record(
+        self,
+        row: OutboxRow,
+        status: OutboxStatus,
+        *,
+        platform_id: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Record what the platform call for ``row`` did, however long the store takes.
+
+        Never raises, so a failed commit cannot reach :meth:`_attempt`, which would call
+        the platform again. Posted (``durable=False``): a store that commits in groups
+        (SQLite) keeps posting the mark until a commit takes it, without this lane
+        waiting a commit per reply; a store that commits each write (PostgreSQL) raises
+        here instead, and the mark is tried again after a pause — the lane waits, as
+        every later send of this chat would need the store anyway. Only a crash while
+        the mark is in neither leaves the row ``sending`` (see :meth:`_usable`).
+        """
+        failures = 0
+        while True:
+            try:
+                await self.store.mark_outbox(
+                    row.key, status, platform_id=platform_id, error=error, durable=False
+                )
+                return
+            except Exception as exc:
+                failures += 1
+                delay = equal_jitter(failures, self.config.backoff_base, self.config.backoff_max)
+                log.error(
+                    "outbox.mark_failed", key=row.key, status=status, attempt=failures,
+                    error=_describe(exc), delay_s=delay,
+                )  # fmt: skip
+                await asyncio.sleep(delay)
+
     async def _mark_unknown(self, row: OutboxRow, error: str) -> None:
         await self.store.mark_outbox(row.key, "unknown", error=error)
+        self._unknown(row, error)
+
+    def _unknown(self, row: OutboxRow, error: str) -> None:
         metrics.OUTBOX.labels(row.platform, "unknown").inc()
         log.warning("outbox.unknown", key=row.key, error=error, attempt=row.attempts)
 

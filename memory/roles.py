@@ -188,9 +188,12 @@ class OutboxStore(LaneLocks, Protocol):
         error: str | None = None,
         durable: bool = True,
     ) -> None:
-        """Set a row's status. ``durable=False`` may return before the write commits (it
-        is still ordered before every later write): for ``sent``, where a crash in
-        between leaves the row ``sending``, which recovery treats as ambiguous."""
+        """Set a row's status. ``durable=False`` may return before the write commits: for
+        the outcome of a platform call (``sent``, ``unknown``), a final state that nothing
+        later overwrites. The store then keeps the write until a commit takes it, posted
+        again if its batch fails (SQLite), or raises as a durable write does (PostgreSQL);
+        only a crash in between leaves the row ``sending``, which recovery treats as
+        ambiguous."""
 
     @abc.abstractmethod
     async def outbox_rows(self, event_key: str) -> list[OutboxRow]: ...

@@ -74,7 +74,14 @@ __all__ = [
     "Usage",
     "UsageRecord",
     "Window",
+    "WritesFailing",
 ]
+
+
+class WritesFailing(RuntimeError):
+    """The store answers reads, but its writes fail (a full disk, a database file that
+    is gone, write privileges revoked): what :meth:`Store.ping` raises, so that
+    readiness does not report a store that would lose what it is given."""
 
 
 class Store(EventStore, OutboxStore, PairingStore, ReportStore, Protocol):
@@ -89,4 +96,5 @@ class Store(EventStore, OutboxStore, PairingStore, ReportStore, Protocol):
 
     @abc.abstractmethod
     async def ping(self) -> None:
-        """Raise if the store cannot answer a trivial query (for readiness probes)."""
+        """Raise if the store cannot answer a trivial query, or — :class:`WritesFailing`
+        — its last write failed and a probe write fails too (for readiness probes)."""

@@ -16,11 +16,13 @@ unknown query parameters on as server settings), which is how the tests isolate 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import asyncpg
+import structlog
 
 from tether.events import Event, OutMessage
 from tether.memory import sql
@@ -29,6 +31,7 @@ from tether.memory.records import InboxRow, MemoryChanges, OutboxRow, OutboxStat
 from tether.memory.rows import OUTBOX_COLUMNS, Row, outbox_row
 from tether.memory.sql import BEGIN, FINISH, OUTBOX, Statement, numbered
 from tether.memory.sqlstore import SqlStore
+from tether.memory.store import WritesFailing
 
 _INSERT_OUTBOX = (
     "INSERT INTO outbox (key, event_key, platform, target, payload, status, created, updated)"
@@ -38,6 +41,11 @@ _UNSENT_FOR = (
     f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE target = ? AND {sql.IS_UNSENT} ORDER BY seq"
 )
 _BUSY_TARGETS = f"SELECT DISTINCT target FROM outbox WHERE {sql.IS_UNSENT}"
+#: A write that changes nothing and still needs the right to write: a read-only server
+#: (a failed-over replica) or revoked privileges refuse it as they refuse real writes.
+_PROBE = "UPDATE cursors SET updated = updated WHERE false"
+
+log = structlog.get_logger("tether.postgres")
 
 
 class PostgresStore(SqlStore):
@@ -52,6 +60,9 @@ class PostgresStore(SqlStore):
         self._locks: asyncpg.Connection | None = None
         self._lock_guard = asyncio.Lock()
         self._write = self._commit
+        #: Why the last write failed, until one succeeds (see :meth:`ping`). Never the
+        #: DSN: it may hold the password.
+        self._problem: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -74,7 +85,28 @@ class PostgresStore(SqlStore):
         return self._pool
 
     async def ping(self) -> None:
+        """Also raise while writes fail and a probe write fails too, so that readiness
+        follows the last write, and comes back without waiting for traffic."""
         await self.pool.fetchval("SELECT 1")
+        if self._problem is not None:
+            try:
+                await self._commit(OUTBOX, (_PROBE, ()))
+            except Exception as exc:
+                raise WritesFailing(f"writes fail: {self._problem}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _outcome(self) -> AsyncIterator[None]:
+        """Record how the write inside ends: the store's health for :meth:`ping`."""
+        try:
+            yield
+        except Exception as exc:
+            if self._problem is None:
+                log.error("store.write_failed", error=f"{type(exc).__name__}: {exc}")
+            self._problem = f"{type(exc).__name__}: {exc}"
+            raise
+        if self._problem is not None:
+            log.info("store.writes_recovered", was=self._problem)
+            self._problem = None
 
     async def _rows(self, text: str, params: Sequence[Any] = ()) -> list[Row]:
         return list(await self.pool.fetch(numbered(text), *params))
@@ -83,16 +115,17 @@ class PostgresStore(SqlStore):
         """One transaction (a lone statement is one by itself). Statements of one text
         run as one ``executemany``, as SQLite's writer runs them: none of a write's
         statements depends on another's order."""
-        if len(statements) == 1:
-            [(text, params)] = statements
-            await self.pool.execute(numbered(text), *params)
-            return
-        groups: dict[str, list[Sequence[Any]]] = {}
-        for text, params in statements:
-            groups.setdefault(text, []).append(params)
-        async with self.pool.acquire() as db, db.transaction():
-            for text, rows in groups.items():
-                await db.executemany(numbered(text), rows)
+        async with self._outcome():
+            if len(statements) == 1:
+                [(text, params)] = statements
+                await self.pool.execute(numbered(text), *params)
+                return
+            groups: dict[str, list[Sequence[Any]]] = {}
+            for text, params in statements:
+                groups.setdefault(text, []).append(params)
+            async with self.pool.acquire() as db, db.transaction():
+                for text, rows in groups.items():
+                    await db.executemany(numbered(text), rows)
 
     # -- lanes: one process per conversation at a time ------------------------------
 
@@ -137,7 +170,7 @@ class PostgresStore(SqlStore):
         keys = list(first)
         conversations = [items[i][1] for i in first.values()]
         payloads = [items[i][0].to_json() for i in first.values()]
-        async with self.pool.acquire() as db, db.transaction():
+        async with self._outcome(), self.pool.acquire() as db, db.transaction():
             inserted = await db.fetch(
                 "INSERT INTO inbox (key, conversation, payload, status, created, updated)"
                 " SELECT k, c, p, 'received', $4, $4 FROM unnest($1::text[], $2::text[],"

@@ -12,12 +12,18 @@ Write ordering inside a batch is by *phase* (:data:`tether.memory.sql.ACCEPT` ..
 ``OUTBOX``). A write is only ever submitted after the writes it depends on have
 committed, or sits in a later phase of the same batch, so grouping statements by shape
 never reorders dependent writes.
+
+A failed batch fails its callers, who retry (every write is idempotent) — except the
+writes posted without a caller to tell, which are re-posted when they must land (see
+:meth:`WriterLink.post`). The outcome of the last batch is the store's health:
+:attr:`WriterLink.problem` until a batch commits again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import pickle
 import sys
 from collections import deque
@@ -29,15 +35,23 @@ import structlog
 
 # Imported as a module, not its names: ``frame`` is looked up at each send (tests record it).
 import tether.memory.sqlite.writer as writer_process
+from tether.backoff import equal_jitter
 from tether.events import Event
 from tether.memory.records import InboxRow
 from tether.memory.sql import BEGIN, Statement
+from tether.memory.store import WritesFailing
 
 log = structlog.get_logger("tether.sqlite")
-#: How long ``close`` waits for the writer process to finish before killing it.
+#: How long ``close`` waits for the writer process to finish before killing it, and for
+#: writes that must land (re-posted after a failed batch) before giving them up.
 _WRITER_EXIT_S = 10.0
 #: Batches at the writer at once: the next one gathers while the last one commits.
 IN_FLIGHT = 4
+#: Pause before re-posting writes of a failed batch: base and cap, seconds (it grows
+#: with the failures in a row, so a full disk is not hammered).
+_REPOST_BASE_S, _REPOST_MAX_S = 0.02, 2.0
+#: Longest line the writer's stderr relay reads at once.
+_STDERR_LINE = 1 << 20
 
 
 @dataclass(slots=True)
@@ -52,6 +66,8 @@ class _Write:
     phase: int
     statements: list[Statement]
     future: asyncio.Future[None] | None  # None: posted, nobody waits for it
+    #: Posted, and must land: re-posted after a failed batch until one commits it.
+    must_land: bool = False
 
 
 @dataclass(slots=True)
@@ -61,9 +77,13 @@ class _Queue:
     #: Posted writes in this batch, and a future for readers waiting for them.
     posted: int = 0
     settled: asyncio.Future[None] | None = None
+    #: Also write a page that reaches the disk (see :meth:`WriterLink.probe`).
+    probe: bool = False
+    #: Settled already (a batch can fail on two paths; it is settled once).
+    done: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.accepts or self.writes)
+        return bool(self.accepts or self.writes or self.probe)
 
 
 class WriterLink:
@@ -77,6 +97,18 @@ class WriterLink:
         self.label = label
         self.synchronous = synchronous
         self._file = label
+        #: ``device:inode`` of the file: a writer opens that file or none (see writer).
+        self._identity = ""
+        #: Why the last batch failed, until one commits again (readiness reads it).
+        self.problem: str | None = None
+        self._failures = 0  # batches failed in a row
+        #: Writes that must land, from failed batches, waiting to be re-posted.
+        self._held: list[_Write] = []
+        self._repost_at: asyncio.TimerHandle | None = None
+        #: Batches taken from the queue and not settled yet (close waits for them).
+        self._unsettled = 0
+        self._abandoned = False
+        self._relays: set[asyncio.Task[None]] = set()
         #: The writer process; replaced when it dies (tests signal it).
         self.process: asyncio.subprocess.Process | None = None
         self._replies: asyncio.Task[None] | None = None
@@ -93,32 +125,60 @@ class WriterLink:
 
     # -- lifecycle ------------------------------------------------------------------
 
-    async def open(self, file: str) -> None:
-        self._file = file
+    async def open(self, file: str, identity: str) -> None:
+        """Start writing to ``file``, which must stay the file ``identity`` names."""
+        self._file, self._identity = file, identity
+        self.problem, self._failures, self._abandoned = None, 0, False
         await self._start_writer()
         self._closing = False
         self._task = asyncio.create_task(self._write_loop(), name="sqlite-writer")
 
     async def close(self) -> None:
-        """Commit what is queued, then let the writer process exit."""
+        """Commit what is queued — re-posted writes that must land included, for up to
+        ``_WRITER_EXIT_S`` — then let the writer process exit."""
         if self._task:
             self._closing = True
             self._wake.set()
-            await self._task
+            done, _ = await asyncio.wait([self._task], timeout=_WRITER_EXIT_S)
+            if not done:
+                self._abandon()
+                await self._task
             self._task = None
         await self._stop_writer()
+        await asyncio.gather(*self._relays)
+
+    def _abandon(self) -> None:
+        """Closing, and the store still refuses writes that must land: give them up,
+        loudly (their rows stay as the last commit left them, which recovery handles)."""
+        self._abandoned = True
+        if self._repost_at:
+            self._repost_at.cancel()
+        log.error(
+            "store.writes_abandoned", path=self.label, count=len(self._held), error=self.problem
+        )
+        self._held.clear()
+        self._wake.set()
 
     async def _start_writer(self) -> asyncio.subprocess.Process:
         writer = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", writer_process.__file__, self._file, self.synchronous,
+            sys.executable, "-I", "-S", writer_process.__file__,
+            self._file, self._identity, self.synchronous,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, limit=_STDERR_LINE,
         )  # fmt: skip
+        relay = asyncio.create_task(self._relay(writer), name="sqlite-writer-stderr")
+        self._relays.add(relay)
+        relay.add_done_callback(self._relays.discard)
         try:
-            ready = await _read_reply(writer)
-        except asyncio.IncompleteReadError:
-            code = await writer.wait()  # its traceback went to our stderr
+            ok, ready = await _read_reply(writer)
+        except (asyncio.IncompleteReadError, OSError):
+            code = await writer.wait()
+            await relay  # what it printed is in the log now
             raise RuntimeError(f"the SQLite writer for {self.label} failed ({code})") from None
-        assert ready == (True, writer_process.READY), ready
+        if not ok:
+            await writer.wait()
+            raise WritesFailing(f"the SQLite writer cannot open {self.label}: {ready}")
+        assert ready == writer_process.READY, ready
         self.process, self._inflight = writer, deque()
         self._replies = asyncio.create_task(
             self._read_replies(writer, self._inflight), name="sqlite-replies"
@@ -140,6 +200,29 @@ class WriterLink:
             await replies
         self.process = self._replies = None
 
+    async def _relay(self, writer: asyncio.subprocess.Process) -> None:
+        """Log what the writer prints on stderr as this process's own log lines, so the
+        stream keeps one format (JSON lines with ``logging.format: json``). The writer
+        reports its errors as JSON objects (see the writer's ``report``); anything else
+        it prints (the interpreter's own errors) is relayed line by line."""
+        assert writer.stderr is not None
+        while True:
+            try:
+                raw = await writer.stderr.readline()
+            except ValueError:  # a line longer than the limit: relay what is there
+                raw = await writer.stderr.read(_STDERR_LINE)
+            if not raw:
+                return
+            line = raw.decode(errors="replace").rstrip()
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                entry = None
+            if isinstance(entry, dict) and isinstance(entry.get("event"), str):
+                log.error(entry.pop("event"), **{**entry, "path": self.label})
+            elif line:
+                log.error("store.writer_output", path=self.label, line=line)
+
     # -- what the store submits -----------------------------------------------------
 
     def accept(
@@ -159,7 +242,7 @@ class WriterLink:
         self._enqueue(_Write(phase, list(statements), future))
         await future
 
-    def post(self, phase: int, *statements: Statement) -> _Write:
+    def post(self, phase: int, *statements: Statement, must_land: bool = False) -> _Write:
         """Queue statements for the next group commit without waiting for it.
 
         For writes that need not be durable before the caller goes on: the writer keeps
@@ -167,11 +250,30 @@ class WriterLink:
         leaves the row as it was, which recovery already handles. Reads wait for them
         (:meth:`settled`), so the store still reads its own writes; a failure is logged
         with its batch.
+
+        ``must_land``: a failed batch does not drop the write but posts it again (after
+        a pause that grows while batches keep failing) until a batch commits it, and
+        :meth:`close` waits for that. For records of what already happened outside —
+        a reply that reached the platform — where the state left behind by a lost write
+        would make a restart do it again. Safe because such a write sets a final state
+        that nothing later in this process overwrites, so landing after writes posted
+        after it changes nothing, and it is idempotent, so landing twice (a batch that
+        committed, but whose writer died before answering) changes nothing either.
+        Waiting for each one instead would cost a commit round trip per reply.
         """
-        write = _Write(phase, list(statements), None)
+        write = _Write(phase, list(statements), None, must_land)
         self._enqueue(write)
         self._queue.posted += 1
         return write
+
+    async def probe(self) -> None:
+        """Commit a write that reaches the disk, with whatever else is queued; raise as
+        that batch failed. How readiness learns that writes work again after a failure,
+        when nothing else is being written."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Write(0, [], future))
+        self._queue.probe = True
+        await future
 
     def begin(self, key: str, statement: Statement) -> None:
         """Post event ``key``'s 'running' mark, and remember it until its batch leaves."""
@@ -214,7 +316,7 @@ class WriterLink:
     async def _write_loop(self) -> None:
         while True:
             if not self._queue:
-                if self._closing:
+                if self._closing and (self._abandoned or not (self._unsettled or self._held)):
                     return
                 self._wake.clear()
                 await self._wake.wait()
@@ -222,11 +324,11 @@ class WriterLink:
             await self._room.acquire()
             batch, self._queue = self._queue, _Queue()
             self._begun.clear()
+            self._unsettled += 1
             try:
                 await self._send(batch)
             except Exception as exc:
-                self._room.release()
-                _settle(batch, exc)
+                self._settle(batch, exc)
 
     async def _send(self, batch: _Queue) -> None:
         """Hand a batch to the writer process: its statements grouped by (phase, SQL), so
@@ -240,7 +342,9 @@ class WriterLink:
              a.cursors)
             for a in batch.accepts
         ]  # fmt: skip
-        data = writer_process.frame((accepts, [(sql, rows) for (_, sql), rows in groups.items()]))
+        data = writer_process.frame(
+            (accepts, [(sql, rows) for (_, sql), rows in groups.items()], batch.probe)
+        )
         writer = self.process
         if writer is None or writer.returncode is not None:
             writer = await self._start_writer()
@@ -262,13 +366,12 @@ class WriterLink:
             while True:
                 ok, result = await _read_reply(writer)
                 batch = inflight.popleft()
-                self._room.release()
                 if not ok:
-                    _settle(batch, result)
+                    self._settle(batch, result)
                     continue
                 for accept, seqs in zip(batch.accepts, result, strict=True):
                     accept.future.set_result(_accepted(accept, seqs))
-                _settle(batch, None)
+                self._settle(batch, None)
         except (asyncio.IncompleteReadError, OSError):
             pass  # EOF: the writer exited, after a close or on its own
         if self.process is writer:
@@ -279,8 +382,50 @@ class WriterLink:
             # Not known to be committed: callers retry, and every write is idempotent.
             error = RuntimeError(f"the SQLite writer process for {self.label} exited ({code})")
             while inflight:
-                self._room.release()
-                _settle(inflight.popleft(), error)
+                self._settle(inflight.popleft(), error)
+
+    def _settle(self, batch: _Queue, error: BaseException | None) -> None:
+        """Resolve every future of ``batch`` — with ``error``, or done (accepts already
+        are) — record the outcome as the store's health, and hold the writes that must
+        land for re-posting."""
+        if batch.done:
+            return
+        batch.done = True
+        self._room.release()
+        self._unsettled -= 1
+        _resolve(batch, error)
+        if error is None:
+            self._failures = 0
+            if self.problem is not None:
+                log.info("store.writes_recovered", path=self.label, was=self.problem)
+                self.problem = None
+        else:
+            self._failures += 1
+            self.problem = f"{type(error).__name__}: {error}"
+            held = [w for w in batch.writes if w.must_land and w.statements]
+            log.error(
+                "store.write_failed", path=self.label, error=repr(error),
+                posted=batch.posted, reposted=0 if self._abandoned else len(held),
+            )  # fmt: skip
+            if held and not self._abandoned:
+                self._hold(held)
+        if batch.settled is not None and not batch.settled.done():
+            batch.settled.set_result(None)
+        self._wake.set()  # a closing write loop waits for every batch to settle
+
+    def _hold(self, writes: list[_Write]) -> None:
+        self._held += writes
+        if self._repost_at is None:
+            delay = equal_jitter(self._failures, _REPOST_BASE_S, _REPOST_MAX_S)
+            self._repost_at = asyncio.get_running_loop().call_later(delay, self._repost)
+
+    def _repost(self) -> None:
+        self._repost_at = None
+        for write in self._held:
+            self._queue.writes.append(write)
+            self._queue.posted += 1
+        self._held.clear()
+        self._wake.set()
 
 
 async def _read_reply(writer: asyncio.subprocess.Process) -> tuple[bool, Any]:
@@ -298,8 +443,7 @@ def _accepted(accept: _Accept, seqs: Sequence[int | None]) -> list[InboxRow | No
     ]
 
 
-def _settle(batch: _Queue, error: BaseException | None) -> None:
-    """Resolve every future of ``batch``: with ``error``, or done (accepts already are)."""
+def _resolve(batch: _Queue, error: BaseException | None) -> None:
     futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
     futures += [w.future for w in batch.writes if w.future is not None]
     for future in futures:
@@ -309,7 +453,3 @@ def _settle(batch: _Queue, error: BaseException | None) -> None:
             future.set_result(None)
         else:
             future.set_exception(error)
-    if error is not None and batch.posted:
-        log.error("store.write_failed", error=repr(error), posted=batch.posted)
-    if batch.settled is not None and not batch.settled.done():
-        batch.settled.set_result(None)

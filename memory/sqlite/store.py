@@ -26,7 +26,9 @@ from tether.memory.rows import Row
 from tether.memory.sql import FINISH, OUTBOX, Statement
 from tether.memory.sqlite.link import WriterLink
 from tether.memory.sqlite.schema import migrate
+from tether.memory.sqlite.writer import check_same_file, identity
 from tether.memory.sqlstore import SqlStore
+from tether.memory.store import WritesFailing
 
 _INSERT_OUTBOX = (
     "INSERT INTO outbox (key, event_key, platform, payload, status, created, updated)"
@@ -48,6 +50,7 @@ class SqliteStore(SqlStore):
         self._file = path
         self._scratch: str | None = None
         self._link = WriterLink(path, self.synchronous)
+        self._identity = ""  # the file's device:inode once open (see the writer)
         self._write = self._link.write
         self._reader: aiosqlite.Connection | None = None
 
@@ -58,7 +61,8 @@ class SqliteStore(SqlStore):
             self._scratch = tempfile.mkdtemp(prefix="tether-")
             self._file = str(Path(self._scratch) / "store.db")
         await asyncio.to_thread(migrate, self._file, self.synchronous, self.path)
-        await self._link.open(self._file)
+        self._identity = identity(self._file)
+        await self._link.open(self._file, self._identity)
         self._reader = await aiosqlite.connect(self._file)
         await self._reader.execute("PRAGMA busy_timeout=10000")
 
@@ -72,6 +76,19 @@ class SqliteStore(SqlStore):
             self._scratch = None
 
     async def ping(self) -> None:
+        """Also raise when writes would not be durable: the file was deleted or replaced
+        (this process's connections would go on using the old one), or the last write
+        failed and a probe write fails too. A probe, so that readiness comes back by
+        itself once the disk has room again, without waiting for traffic that a load
+        balancer keeps away from an instance that is not ready."""
+        if self._reader is None:
+            raise RuntimeError("store is closed")
+        check_same_file(self._file, self._identity)
+        if self._link.problem is not None:
+            try:
+                await self._link.probe()
+            except Exception as exc:
+                raise WritesFailing(f"writes to {self.path} fail: {self._link.problem}") from exc
         await self._rows("SELECT 1")
 
     async def _rows(self, text: str, params: Sequence[Any] = ()) -> list[Row]:
@@ -164,4 +181,4 @@ class SqliteStore(SqlStore):
         if durable:
             await self._write(OUTBOX, statement)
         else:
-            self._link.post(OUTBOX, statement)
+            self._link.post(OUTBOX, statement, must_land=True)

@@ -7,16 +7,28 @@ they run on the machine's other core, and nothing the writer waits for (another
 process's write lock, an fsync, a WAL checkpoint) can stall the loop.
 
 The protocol on stdin/stdout is a frame per message: a 4-byte big-endian length, then a
-pickle. The first reply is ``(True, READY)``; then each request is ``(accepts, groups)``
-and its reply ``(True, results)`` after COMMIT or ``(False, exception)`` after ROLLBACK.
+pickle. The first reply is ``(True, READY)``, or ``(False, exception)`` when the
+database cannot be opened; then each request is ``(accepts, groups, probe)`` and its
+reply ``(True, results)`` after COMMIT or ``(False, exception)`` after ROLLBACK.
 EOF on stdin — the gateway closed the store, or died — ends the process after the batch
 in hand; SIGINT and SIGTERM do not. Only the standard library is imported, so the
 process starts in a few milliseconds (``python -I -S``).
+
+The writer never creates a database: the store creates and migrates the file before the
+first writer starts, and every writer opens it read-write only, and only if it is still
+that file (its device and inode, given on the command line). A writer started after the
+file was deleted — or the directory removed and made again — would otherwise make an
+empty database without tables, and every write would fail until a restart. After each
+commit it checks the file is still there: SQLite goes on writing to a deleted file's
+open descriptor without a word, and a commit that reached no file must not be
+acknowledged. Anything it cannot answer through the pipe it reports as one JSON line on
+stderr, which the gateway relays into its own log.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import signal
 import sqlite3
@@ -38,24 +50,68 @@ Accept = tuple[Sequence[tuple[str, str, str]], dict[str, str]]
 Group = tuple[str, Sequence[Sequence[Any]]]
 
 
-def connect(path: str, synchronous: str, busy_timeout_ms: int = 10_000) -> sqlite3.Connection:
-    db = sqlite3.connect(path, isolation_level=None)
+class DatabaseMoved(Exception):
+    """The database file was deleted or replaced since the gateway opened it."""
+
+
+def connect(
+    path: str, synchronous: str, busy_timeout_ms: int = 10_000, *, create: bool = True
+) -> sqlite3.Connection:
+    """Open ``path``; with ``create=False`` only an existing file, read-write."""
+    if create:
+        db = sqlite3.connect(path, isolation_level=None)
+    else:
+        db = sqlite3.connect(_uri(path) + "?mode=rw", isolation_level=None, uri=True)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={synchronous}")
     db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
     return db
 
 
+def _uri(path: str) -> str:
+    """``file:`` URI of ``path``, escaping what a URI would read as its own syntax
+    (not through ``urllib.parse``: it costs the writer's start 25 ms of imports)."""
+    escaped = os.path.abspath(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return "file:" + escaped
+
+
+def identity(path: str) -> str:
+    """Which file ``path`` is now: ``device:inode`` (raises if there is none)."""
+    stat = os.stat(path)
+    return f"{stat.st_dev}:{stat.st_ino}"
+
+
+def check_same_file(path: str, expected: str) -> None:
+    """Raise :class:`DatabaseMoved` unless ``path`` is still the file ``expected`` names."""
+    try:
+        found = identity(path)
+    except FileNotFoundError:
+        found = None
+    if found != expected:
+        what = "deleted" if found is None else "replaced"
+        raise DatabaseMoved(
+            f"{path} was {what} while the gateway was running; restore it and restart"
+        )
+
+
 def commit(
-    db: sqlite3.Connection, accepts: Sequence[Accept], groups: Sequence[Group]
+    db: sqlite3.Connection,
+    accepts: Sequence[Accept],
+    groups: Sequence[Group],
+    probe: bool = False,
 ) -> list[list[int | None]]:
     """Everything in ONE transaction; the inbox sequence numbers of accepted events
-    (None for a key already there), per accept call."""
+    (None for a key already there), per accept call. ``probe`` also rewrites a page that
+    always reaches the disk (the header's ``user_version``, unchanged), so that a batch
+    with nothing else in it still finds out whether the database can be written."""
     db.execute("BEGIN IMMEDIATE")
     try:
         results = insert_accepts(db, accepts) if accepts else []
         for sql, rows in groups:
             db.executemany(sql, rows)
+        if probe:
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            db.execute(f"PRAGMA user_version={int(version)}")
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):  # the original error is what matters
@@ -125,26 +181,78 @@ def reply_frame(ok: bool, result: Any) -> bytes:
         return frame((False, RuntimeError(f"{type(result).__name__}: {result}")))
 
 
+def open_database(path: str, synchronous: str, expected: str) -> sqlite3.Connection:
+    """The gateway's database, read-write, only if it is still the file it opened."""
+    check_same_file(path, expected)
+    db = connect(path, synchronous, create=False)
+    try:
+        check_same_file(path, expected)  # not swapped between the check and the open
+    except DatabaseMoved:
+        db.close()
+        raise
+    return db
+
+
 def main(argv: Sequence[str]) -> None:
     # Ctrl-C reaches the whole process group and systemd signals the whole cgroup: the
     # gateway drains on those signals and still needs its writer. EOF ends the writer.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _script, path, synchronous = argv
-    db = connect(path, synchronous)
+    _script, path, expected, synchronous = argv
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        db = open_database(path, synchronous, expected)
+    except (OSError, sqlite3.Error, DatabaseMoved) as exc:
+        replies.write(reply_frame(False, _portable(exc)))
+        replies.flush()
+        return
     replies.write(reply_frame(True, READY))
     replies.flush()
     while (request := read_frame(requests)) is not None:
+        moved = None
         try:
-            reply = reply_frame(True, commit(db, *request))
+            results = commit(db, *request)
+            check_same_file(path, expected)
+            reply = reply_frame(True, results)
+        except DatabaseMoved as exc:  # committed to a file that is gone: not durable
+            reply, moved = reply_frame(False, _portable(exc)), exc
         except Exception as exc:
             reply = reply_frame(False, exc)
         replies.write(reply)
         replies.flush()
+        if moved:
+            break  # every later commit would reach no file; a new writer will say so
     db.close()
 
 
+def _portable(exc: Exception) -> Exception:
+    """``exc`` as the gateway can unpickle it: this module runs as ``__main__`` here, so
+    its own exception classes would not resolve there."""
+    return RuntimeError(str(exc)) if isinstance(exc, DatabaseMoved) else exc
+
+
+def report(exc: BaseException) -> None:
+    """What ended the writer, as one JSON line on stderr (the gateway relays it)."""
+    import json
+    import traceback
+
+    line = json.dumps(
+        {
+            "event": "store.writer_crashed",
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": "".join(traceback.format_exception(exc)),
+        }
+    )
+    with contextlib.suppress(OSError):
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
 if __name__ == "__main__":
-    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):  # the gateway is gone
+    try:
         main(sys.argv)
+    except (BrokenPipeError, KeyboardInterrupt):  # the gateway is gone
+        pass
+    except BaseException as exc:
+        report(exc)
+        sys.exit(1)
