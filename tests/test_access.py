@@ -7,10 +7,11 @@ import json
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import TETHER, make_settings, running, write_config
+from tests.conftest import TETHER, db_rows, make_settings, running, write_config
 from tether import Context, Router
 
 
@@ -138,6 +139,34 @@ async def test_a_flood_is_handled_up_to_the_limit_with_one_notice(tmp_path: Path
         assert db.execute("SELECT status, count(*) FROM inbox GROUP BY status").fetchall() == [
             ("done", 101)
         ]
+
+
+@pytest.mark.parametrize(
+    "access",
+    [
+        {"allow": ["*"]},  # everyone: every *sender*
+        {"allow": ["loopback:-100*"]},  # the team group's people
+        {"allow": [], "pairing": True},  # a DM: pairing needs someone to pair
+    ],
+)
+async def test_an_event_without_a_sender_is_served_only_on_trusted_platforms(
+    tmp_path: Path, access: dict[str, Any]
+) -> None:
+    """Issue 14, bug 10: access failed open for an event without a sender."""
+    settings = make_settings(tmp_path, access=access)
+    async with running(settings, agent()) as (gateway, loop):
+        for chat, chat_type in (("-1001", "group"), ("3", "dm")):
+            nobody = loop.event("who am I?", chat=chat, chat_type=chat_type)
+            await loop.deliver(nobody.model_copy(update={"sender": None}))
+        await gateway.drain()
+        await gateway.outbox.flush(5)
+        console = nobody.model_copy(update={"sender": None, "platform": "console"})
+        assert await gateway.access.admitted(console)
+    assert loop.sent == []
+    assert [status for _key, status in db_rows(tmp_path, "SELECT key, status FROM inbox")] == [
+        "done",
+        "done",
+    ]
 
 
 @pytest.mark.parametrize("pattern", ["telegram", "no-colon"])
