@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench compare clean
+.PHONY: run test fuzz lint typecheck bench compare clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest -q
+
+# The property tests (Hypothesis marks them `hypothesis`) with 5,000 examples each, not 50.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q -m hypothesis
 
 bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from tests.fakes.cluster import SECRET as CLUSTER_SECRET
 from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
@@ -31,6 +33,15 @@ from tether.gateway.app import Gateway
 from tether.gateway.routing import Router
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Hypothesis: few examples per property in the suite, so `make test` stays fast; many
+# under `make fuzz` (HYPOTHESIS_PROFILE=fuzz, on the tests Hypothesis marks `hypothesis`).
+# Tests leave max_examples to the profile. No deadline: two shared cores and a slow first
+# import make per-example timings noise, not findings.
+_PROFILE = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+hypothesis_settings.register_profile("suite", max_examples=50, **_PROFILE)
+hypothesis_settings.register_profile("fuzz", max_examples=5_000, print_blob=True, **_PROFILE)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 TETHER = str(Path(sys.executable).with_name("tether"))
 
 
