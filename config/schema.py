@@ -99,9 +99,19 @@ class MemoryConfig(Section):
 
 
 class HttpConfig(Section):
+    """The built-in server (probes, metrics, webhooks). TLS, per-IP rate limits and
+    slowloris at scale belong to a reverse proxy in front of it (docs/operations.md)."""
+
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    #: Seconds a client has to send a request's head (from connecting, or from the last
+    #: answer on a kept-alive connection: idle connections close after it too), and
+    #: again its body. A slower client is cut off; a platform's posts take milliseconds.
+    read_timeout: float = Field(default=15.0, gt=0)
+    #: Connections served at once; any beyond are answered 503 and closed. Telegram uses
+    #: up to 40 for a webhook, Feishu and a Prometheus scraper a few.
+    max_connections: int = Field(default=512, ge=1)
 
 
 class PipelineConfig(Section):

@@ -185,9 +185,7 @@ class Gateway:
             Scheduler(self.jobs, self.store, self.inbox) if scheduler and self.jobs else None
         )
         use_http = settings.http.enabled if http is None else http
-        self.http = (
-            HttpServer(settings.http.host, settings.http.port, self.readiness) if use_http else None
-        )
+        self.http = HttpServer(settings.http, self.readiness) if use_http else None
         self._lock: IO[str] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._started: list[Adapter] = []
