@@ -6,6 +6,10 @@ recovery (crashed and waiting
 events back into their lanes) → HTTP → adapters → cron scheduler (ingress last). Stop:
 ingress first (scheduler, adapters) → running handlers finish → outbox flushes → HTTP →
 store.
+
+Start is all or nothing: when a step fails, what the steps before it started is stopped
+again in reverse order (the store closed, its SQLite writer ended) and the error is
+raised, so ``tether run`` exits instead of hanging on a store it can no longer use.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import importlib
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import IO
 
 import structlog
@@ -37,6 +41,7 @@ from tether.gateway.llm_agent import llm_router
 from tether.gateway.outbox import Outbox
 from tether.gateway.pipeline import Pipeline
 from tether.gateway.routing import Router
+from tether.gateway.start_errors import encoding_error, listen_error, store_error
 from tether.memory import tokens
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store
@@ -51,8 +56,8 @@ log = structlog.get_logger("tether.gateway")
 def load_router(settings: Settings) -> Router:
     """Plugins in config order, then the built-in agent."""
     root = Router("root")
-    for spec in settings.plugins:
-        root.include(_import_router(spec))
+    for index, spec in enumerate(settings.plugins):
+        root.include(_import_router(f"plugins[{index}]", spec))
     root.include(llm_router(settings) if settings.agent.handler == "llm" else echo_router())
     return root
 
@@ -70,17 +75,23 @@ def _guarded(router: Router, access: Access) -> Router:
     return root
 
 
-def _import_router(spec: str) -> Router:
+def _import_router(key: str, spec: str) -> Router:
+    """The router ``spec`` names; any failure is one line naming ``key`` (``plugins[0]``):
+    a plugin's own bug at import is the operator's to see, not a traceback through ours."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise GatewayError(f"plugins: {spec!r} should be 'package.module:router'")
+        raise GatewayError(f"{key}: {spec!r} should be 'package.module:router'")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise GatewayError(f"plugins: cannot import {module_name!r}: {exc}") from None
+        raise GatewayError(f"{key}: cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:
+        raise GatewayError(
+            f"{key}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from None
     router = getattr(module, attr, None)
     if not isinstance(router, Router):
-        raise GatewayError(f"plugins: {spec!r} is not a gateway.Router")
+        raise GatewayError(f"{key}: {spec!r} is not a gateway.Router")
     return router
 
 
@@ -189,18 +200,50 @@ class Gateway:
         self._lock: IO[str] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._started: list[Adapter] = []
+        self._up = False
 
     async def start(self) -> None:
+        """Start every part in order, or none: a failure undoes the steps before it."""
+        async with contextlib.AsyncExitStack() as undo:
+            try:
+                await self._start(undo)
+            except BaseException as exc:
+                log.error("gateway.start_failed", error=f"{type(exc).__name__}: {exc}")
+                self._started.clear()
+                raise
+            undo.pop_all()  # started: from here on, stop() takes over
+        self._up = True
+        log.info(
+            "gateway.started", platforms=sorted(self.adapters), store=self.store.__class__.__name__
+        )
+
+    async def _start(self, undo: contextlib.AsyncExitStack) -> None:
+        """The steps of :meth:`start`; each pushes its undo onto ``undo`` before it runs,
+        so a step that fails half-way (a store whose writer started, a runner whose port
+        was taken) is undone too."""
+        undo.callback(log.info, "gateway.stopped")
         self._take_lock()
-        await self.store.open()
+        undo.callback(self._release_lock)
+        undo.push_async_callback(_quietly, "store.close", self.store.close)
+        try:
+            await self.store.open()
+        except Exception as exc:
+            raise store_error(self.settings.memory.store, self.store, exc) from exc
         # Seed tiktoken's cache and load the encoding now, off the loop: turns are
         # counted when written, and a missing encoding should stop the start, not a turn.
-        await asyncio.to_thread(tokens.encoding)
+        try:
+            await asyncio.to_thread(tokens.encoding)
+        except Exception as exc:
+            raise encoding_error(exc) from exc
         if self.llm:
+            undo.push_async_callback(_quietly, "llm.close", self.llm.close)
             await asyncio.to_thread(self.llm.prepare)
         for adapter in self.adapters.values():
+            undo.push_async_callback(_quietly, f"{adapter.platform}.close", adapter.close)
             await adapter.open()
+        undo.push_async_callback(_quietly, "outbox.stop", self.outbox.stop)
         await self.outbox.start()
+        undo.push_async_callback(_quietly, "dispatcher.stop", self.dispatcher.stop, 0)
         recovered = await self.store.recover()
         if recovered:
             log.info("gateway.recovered", events=len(recovered))
@@ -208,18 +251,21 @@ class Gateway:
         if self.http:
             for adapter in self.adapters.values():
                 adapter.routes(self.http.app)
-            await self.http.start()
+            undo.push_async_callback(_quietly, "http.stop", self.http.stop)
+            try:
+                await self.http.start()
+            except OSError as exc:
+                raise listen_error(self.http.host, self.http.port, exc) from exc
         for name, adapter in self.adapters.items():
             metrics.CONNECTED.labels(name).set_function(_connected(adapter))
+            undo.push_async_callback(_quietly, f"{name}.stop", adapter.stop)
             await adapter.start(self.inbox)
             self._started.append(adapter)
             log.info("adapter.started", platform=name)
         if self.scheduler:
+            undo.push_async_callback(_quietly, "scheduler.stop", self.scheduler.stop)
             await self.scheduler.start()
         self._sweeper = asyncio.create_task(self._sweep(), name="inbox-sweep")
-        log.info(
-            "gateway.started", platforms=sorted(self.adapters), store=self.store.__class__.__name__
-        )
 
     async def _sweep(self) -> None:
         """Pick up events queued by other processes (``tether dead retry``) while running."""
@@ -228,16 +274,20 @@ class Gateway:
             await asyncio.sleep(interval)
             if self.store.shared:
                 await self._sweep_shared()
-                continue
-            try:
-                read_at = time.monotonic()
-                rows = await self.store.pending(time.time() - interval)
-                fresh = [row for row in rows if not self.dispatcher.knows(row.key, read_at)]
-                if fresh:
-                    log.info("gateway.swept", events=len(fresh))
-                    await self.dispatcher.submit(fresh)
-            except Exception:
-                log.exception("gateway.sweep_failed")
+            else:
+                await self._sweep_received(time.time() - interval)
+
+    async def _sweep_received(self, older_than: float) -> None:
+        """Submit ``received`` rows older than ``older_than`` that no lane knows of."""
+        try:
+            read_at = time.monotonic()
+            rows = await self.store.pending(older_than)
+            fresh = [row for row in rows if not self.dispatcher.knows(row.key, read_at)]
+            if fresh:
+                log.info("gateway.swept", events=len(fresh))
+                await self.dispatcher.submit(fresh)
+        except Exception:
+            log.exception("gateway.sweep_failed")
 
     async def _sweep_shared(self) -> None:
         """Shared store: look at every lane with work, whichever process accepted it, so
@@ -251,7 +301,13 @@ class Gateway:
             log.exception("gateway.sweep_failed")
 
     async def stop(self) -> None:
-        """Ingress first, then in-flight handlers, then the outbox, then the store."""
+        """Ingress first, then in-flight handlers, then the outbox, then the store.
+
+        Does nothing unless :meth:`start` succeeded (a failed start has undone itself).
+        """
+        if not self._up:
+            return
+        self._up = False
         timeout = self.settings.pipeline.drain_timeout
         log.info("gateway.stopping", drain_timeout_s=timeout)
         if self.scheduler:
@@ -283,9 +339,18 @@ class Gateway:
         self._release_lock()
         log.info("gateway.stopped")
 
-    async def drain(self) -> None:
-        """Finish everything accepted so far and send its replies (``tether chat`` at EOF)."""
+    async def drain(self, *, ingress_done: bool = False) -> None:
+        """Finish everything accepted so far and send its replies (``tether chat`` at EOF).
+
+        ``ingress_done``: nothing is being accepted any more, so every ``received`` row
+        that no lane knows is swept in first, however new. An accept whose commit landed
+        but whose answer was lost (the writer died in between) left such a row; the
+        retried accept found it a duplicate. (While ingress runs, only the periodic
+        sweep's older rows are safe to take: a newer one may be an accept in flight.)
+        """
         timeout = self.settings.pipeline.drain_timeout
+        if ingress_done and not self.store.shared:
+            await self._sweep_received(time.time())
         if not await self.dispatcher.drain(timeout):
             log.warning("gateway.drain_timeout", queued=self.dispatcher.depth)
         await self.outbox.flush(timeout)
@@ -328,7 +393,10 @@ class Gateway:
         """One processing gateway per SQLite file: two would both recover 'running' rows."""
         if not isinstance(self.store, SqliteStore) or self.store.path == ":memory:":
             return
-        handle = open(self.store.path + ".lock", "w")  # noqa: SIM115 - held for the run
+        try:
+            handle = open(self.store.path + ".lock", "w")  # noqa: SIM115 - held for the run
+        except OSError as exc:
+            raise store_error(self.settings.memory.store, self.store, exc) from exc
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -343,6 +411,14 @@ class Gateway:
         if self._lock:
             self._lock.close()
             self._lock = None
+
+
+async def _quietly(step: str, undo: Callable[..., Awaitable[object]], *args: object) -> None:
+    """Undo one step of a failed start; a failure is logged and the other steps still run."""
+    try:
+        await undo(*args)
+    except Exception:
+        log.exception("gateway.undo_failed", step=step)
 
 
 def settle_heap() -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TextIO
 
 import yaml
 
@@ -19,6 +21,7 @@ from tether.config import ConfigError, Settings, load
 from tether.errors import GatewayError
 from tether.gateway import logs
 from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
+from tether.gateway.start_errors import store_error
 from tether.memory.roles import PairingStore, ReportStore
 from tether.memory.store import Store
 from tether.memory.stores import open_store
@@ -38,8 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = settings.logging.level
     if args.command == "chat" and sys.stdout.isatty() and not args.verbose:
         level = "warning"  # keep the conversation readable; logs stay on for scripts
-    logs.configure(level, settings.logging.format, settings.secrets(), _log_stream(settings))
     try:
+        logs.configure(level, settings.logging.format, settings.secrets(), _log_stream(settings))
         return int(args.func(settings, args))
     except GatewayError as exc:
         print(f"tether: {logs.redactor.scrub(str(exc))}", file=sys.stderr)
@@ -48,10 +51,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _log_stream(settings: Settings):  # type: ignore[no-untyped-def]
-    if settings.logging.file:
-        return open(settings.logging.file, "a", buffering=1, encoding="utf-8")
-    return sys.stderr
+def _log_stream(settings: Settings) -> TextIO:
+    path = settings.logging.file
+    if not path:
+        return sys.stderr
+    try:
+        return open(path, "a", buffering=1, encoding="utf-8")
+    except OSError as exc:
+        raise GatewayError(f"logging.file: cannot write to {path}: {exc.strerror or exc}") from exc
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -122,7 +129,7 @@ async def _chat_session(settings: Settings) -> None:
         eof.cancel()
         stopped.cancel()
         if console.eof.is_set():
-            await gateway.drain()
+            await gateway.drain(ingress_done=True)
     finally:
         await gateway.stop()
 
@@ -150,7 +157,12 @@ def _on_store(settings: Settings, action: Callable[[Store], Awaitable[int]]) -> 
 
     async def run() -> int:
         store = open_store(settings.memory.store, synchronous=settings.memory.sqlite_synchronous)
-        await store.open()
+        try:
+            await store.open()
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await store.close()  # a half-open store: its writer must not outlive us
+            raise store_error(settings.memory.store, store, exc) from exc
         try:
             return await action(store)
         finally:
