@@ -28,6 +28,8 @@ from yaml.reader import ReaderError
 MAX_ALIAS_NODES = 10_000
 #: Levels of nesting, aliases expanded; a config needs a handful.
 MAX_DEPTH = 64
+#: The largest integer a config may write: every integer key fits in 64 bits.
+MAX_INT = 2**63 - 1
 
 
 class YamlProblem(Exception):
@@ -116,11 +118,18 @@ class _BoundedLoader(yaml.SafeLoader):
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:
-            return super().construct_object(node, deep)
-        except (ValueError, LookupError, TypeError, OverflowError):
-            # ``!!float nope``, a 5,000-digit int, 2001-02-30: the value is not echoed.
+            value = super().construct_object(node, deep)
+        except (yaml.YAMLError, YamlProblem):
+            raise
+        except Exception:
+            # ``!!float nope``, a 5,000-digit int, 2001-02-30, ``!!timestamp x``
+            # (AttributeError): each is the file's mistake, reported without its value.
             kind = node.tag.rpartition(":")[2] or "value"
             raise _refused(node.start_mark, f"cannot read this value as a YAML {kind}") from None
+        if type(value) is int and not -MAX_INT <= value <= MAX_INT:
+            # No key wants it, and Python cannot even print one of 0x + 4,000 digits.
+            raise _refused(node.start_mark, "a number larger than any setting takes (2^63)")
+        return value
 
 
 def _describe(exc: MarkedYAMLError) -> str:

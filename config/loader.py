@@ -28,12 +28,15 @@ from tether.gateway.logs import Redactor
 
 # Values at these paths are never echoed back in an error: they may be secrets.
 _SECRETISH = re.compile(r"token|secret|key|password", re.IGNORECASE)
+#: A key shown as it is in a key path; any other (empty, spaces, colons, a newline) is quoted.
+_PLAIN_KEY = re.compile(r"[\w@/+.-]+")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 #: An error lists this many problems, then how many more: a config pasted into the wrong
 #: key can fail in thousands of places, and the first ones tell what happened.
 MAX_PROBLEMS = 20
-#: Longer values are shortened where an error shows what it got.
+#: Longer values are shortened where an error shows what it got, and longer messages.
 _SHOWN = 80
+_LONGEST = 300
 
 
 class ConfigError(Exception):
@@ -81,7 +84,7 @@ def load_text(
     except ValidationError as exc:
         secrets: list[str] = []
         _secrets_in(data, False, secrets)
-        raise ConfigError(Redactor(secrets).scrub(_describe(exc, source))) from None
+        raise ConfigError(_describe(exc, source, Redactor(secrets))) from None
 
 
 def _interpolate(
@@ -142,12 +145,18 @@ def _dotted(path: tuple[Any, ...]) -> str:
             out += f"[{part}]"
         else:
             text = str(part)
-            text = text if text.isprintable() else repr(text)  # a key cannot break the line
+            text = text if _PLAIN_KEY.fullmatch(text) else repr(text)  # ' a:b\n' stays one part
             out += f".{text}" if out else text
     return out or "<root>"
 
 
-def _describe(exc: ValidationError, source: str) -> str:
+def _shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _describe(exc: ValidationError, source: str, redactor: Redactor) -> str:
+    """One line per problem; a shown value is scrubbed before it is shortened, so no
+    secret is cut where the redactor could no longer recognise it."""
     lines = []
     errors = exc.errors()
     for error in errors[:MAX_PROBLEMS]:
@@ -155,12 +164,11 @@ def _describe(exc: ValidationError, source: str) -> str:
         if error["type"] == "extra_forbidden":
             message = "unknown key"
         else:
-            message = " ".join(error["msg"].split())
+            message = _shortened(redactor.scrub(" ".join(error["msg"].split())), _LONGEST)
             shown = "input" in error and not isinstance(error["input"], dict | list)
             if shown and not _SECRETISH.search(where):
-                got = repr(error["input"])
-                message += f" (got {got if len(got) <= _SHOWN else got[:_SHOWN] + '…'})"
-        lines.append(f"{source}: {where}: {message}")
+                message += f" (got {_shortened(redactor.scrub(repr(error['input'])), _SHOWN)})"
+        lines.append(f"{source}: {redactor.scrub(where)}: {message}")
     if len(errors) > MAX_PROBLEMS:
         lines.append(f"{source}: … and {len(errors) - MAX_PROBLEMS} more problems")
     return "\n".join(lines)
