@@ -297,7 +297,8 @@ async def _dead_on(store: ReportStore, args: argparse.Namespace) -> int:
         print(f"{'KEY':<44} {'CONVERSATION':<28} {'WHEN (UTC)':<20} ERROR")
         for letter in letters:
             when = _when(letter.created)
-            print(f"{letter.key:<44} {letter.conversation:<28} {when:<20} {letter.error[:80]}")
+            error = logs.redactor.scrub(letter.error)[:80]  # a letter stored by an older version
+            print(f"{letter.key:<44} {letter.conversation:<28} {when:<20} {error}")
         return 0
     if args.action == "show":
         found = await store.dead_letter(args.key)
@@ -313,7 +314,7 @@ async def _dead_on(store: ReportStore, args: argparse.Namespace) -> int:
             "snapshot": found.snapshot,
             "traceback": found.traceback,
         }
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        print(logs.redactor.scrub(json.dumps(out, indent=2, ensure_ascii=False)))
         return 0
     if await store.requeue(args.key):
         print(
