@@ -6,7 +6,8 @@ middlewares), and checkpointed: the inbox row done, its outbox rows and its memo
 in ONE transaction. A :class:`BudgetExceeded` ends the work with its reply and is
 checkpointed like success. A :class:`Retryable` (or any unexpected) error waits with
 exponential backoff and full jitter; :class:`Fatal`, or the last allowed attempt, buries
-the event in ``dead_letters`` with a snapshot of what it saw.
+the event in ``dead_letters`` with a snapshot of what it saw, and with one short notice
+(``pipeline.dead_notice``) to the person, so that giving up is never silence.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -24,7 +25,7 @@ from tether.adapters.base import Adapter
 from tether.backoff import full_jitter
 from tether.config.schema import PipelineConfig
 from tether.errors import BudgetExceeded, Fatal, Retryable
-from tether.events import OutMessage
+from tether.events import REPLY_META, OutMessage
 from tether.gateway import metrics
 from tether.gateway.access import THROTTLE_NOTICE, THROTTLED
 from tether.gateway.context import Context
@@ -33,15 +34,20 @@ from tether.gateway.logs import redactor
 from tether.gateway.routing import Router, call
 from tether.gateway.splitting import split_text
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow
-from tether.memory.roles import EventStore
+from tether.memory.roles import EventStore, OutboxStore
 
 log = structlog.get_logger("tether.pipeline")
+
+
+class PipelineStore(EventStore, OutboxStore, Protocol):
+    """An event's run, and the outbox rows it already wrote: a dead event's notice is
+    written once, also when the event dies again after ``tether dead retry``."""
 
 
 class Pipeline:
     def __init__(
         self,
-        store: EventStore,
+        store: PipelineStore,
         router: Router,
         adapters: Mapping[str, Adapter],
         config: PipelineConfig,
@@ -158,7 +164,34 @@ class Pipeline:
             traceback=redactor.scrub("".join(traceback.format_exception(exc))),
             snapshot=redactor.scrub_value(snapshot),
         )
-        await self.store.bury(letter)
+        notice = await self._dead_notice(row)
+        rows = await self.store.bury(letter, notice)
         metrics.DEAD.labels(row.event.platform).inc()
         metrics.EVENTS.labels(row.event.platform, "dead").inc()
-        elog.error("event.dead", error=error, fatal=isinstance(exc, Fatal))
+        elog.error("event.dead", error=error, fatal=isinstance(exc, Fatal), notice=bool(notice))
+        self.on_checkpoint(rows)
+
+    async def _dead_notice(self, row: InboxRow) -> list[OutMessage]:
+        """The one message that tells the person their message was given up on.
+
+        It is committed with the dead letter, so it is written once per event however
+        many attempts it took, keyed ``{event key}#dead#n`` (never ``#n``, which a
+        successful re-run after ``tether dead retry`` writes). An event that dies again
+        after such a retry already has it: none the second time. None either where no
+        person waits: ``pipeline.dead_notice`` empty, or a chat on no enabled platform
+        (a cron fire without ``deliver`` has the conversation ``cron:{job}``).
+        """
+        event = row.event
+        target = event.conversation.target()
+        if not self.config.dead_notice or target.platform not in self._platforms:
+            return []
+        meta = event.meta.get(REPLY_META)
+        notice = OutMessage(
+            target=target,
+            text=self.config.dead_notice,
+            reply_to=event.message_id,
+            meta=dict(meta) if isinstance(meta, dict) else {},
+        )
+        chunks = self._outbound(f"{row.key}#dead", [notice])
+        written = {out.key for out in await self.store.outbox_rows(row.key)}
+        return [chunk for chunk in chunks if chunk.key not in written]

@@ -140,14 +140,7 @@ class MemoryStore(Store):
         self._check()
         stored = self._inbox[key]
         stored.status, stored.error, stored.retry_at = "done", None, None
-        rows = []
-        for message in outbox:
-            if message.key not in self._outbox:
-                self._out_seq += 1
-                self._outbox[message.key] = OutboxRow(
-                    seq=self._out_seq, key=message.key, event_key=key, message=message
-                )
-            rows.append(OutboxRow(seq=0, key=message.key, event_key=key, message=message))
+        rows = self._add_outbox(key, outbox)
         now = time.time()
         for position, turn in enumerate(turns):
             if (key, position) in self._turn_keys:
@@ -166,13 +159,26 @@ class MemoryStore(Store):
         stored = self._inbox[key]
         stored.status, stored.retry_at, stored.error = "retry_wait", retry_at, error
 
-    async def bury(self, letter: DeadLetter) -> None:
+    async def bury(self, letter: DeadLetter, outbox: Sequence[OutMessage] = ()) -> list[OutboxRow]:
         self._check()
         stored = self._inbox[letter.key]
         stored.status, stored.error, stored.retry_at = "dead", letter.error, None
         self._dead[letter.key] = replace(
             letter, snapshot=copy.deepcopy(letter.snapshot), created=time.time()
         )
+        return self._add_outbox(letter.key, outbox)
+
+    def _add_outbox(self, key: str, outbox: Sequence[OutMessage]) -> list[OutboxRow]:
+        """Insert-or-ignore ``outbox`` as event ``key``'s rows (checkpoint, bury)."""
+        rows = []
+        for message in outbox:
+            if message.key not in self._outbox:
+                self._out_seq += 1
+                self._outbox[message.key] = OutboxRow(
+                    seq=self._out_seq, key=message.key, event_key=key, message=message
+                )
+            rows.append(OutboxRow(seq=0, key=message.key, event_key=key, message=message))
+        return rows
 
     async def inbox_row(self, key: str) -> InboxRow | None:
         self._check()

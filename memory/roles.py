@@ -143,8 +143,14 @@ class InboxStore(LaneLocks, CursorStore, Protocol):
     async def retry_later(self, key: str, retry_at: float, error: str) -> None: ...
 
     @abc.abstractmethod
-    async def bury(self, letter: DeadLetter) -> None:
-        """Mark the event dead and keep its snapshot in ``dead_letters``."""
+    async def bury(self, letter: DeadLetter, outbox: Sequence[OutMessage] = ()) -> list[OutboxRow]:
+        """ONE transaction: the event dead, its snapshot in ``dead_letters``, and ``outbox``
+        (the notice to the person) as outbox rows, returned like :meth:`checkpoint`'s.
+
+        Together, so that a crash can neither lose the notice of a dead event nor send
+        one for an event that is not dead; its key is unique, so a second death of the
+        same event (after ``tether dead retry``) adds no second notice.
+        """
 
 
 class StepStore(Protocol):

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
+from tether.events import OutMessage
 from tether.memory import sql
 from tether.memory.records import (
     ConversationState,
@@ -65,6 +66,10 @@ class SqlStore(Store):
     async def _rows(self, text: str, params: Sequence[Any] = ()) -> list[Row]:
         """Run a ``?`` query on committed state (and this store's own writes)."""
 
+    @abc.abstractmethod
+    def _outbox_saved(self, event_key: str, message: OutMessage, now: float) -> Statement:
+        """The dialect's insert-or-ignore of one outbox row written by ``event_key``."""
+
     # -- inbox ----------------------------------------------------------------------
 
     async def recover(self) -> list[InboxRow]:
@@ -85,11 +90,12 @@ class SqlStore(Store):
     async def retry_later(self, key: str, retry_at: float, error: str) -> None:
         await self._write(FINISH, (sql.RETRY, (retry_at, error, time.time(), key)))
 
-    async def bury(self, letter: DeadLetter) -> None:
+    async def bury(self, letter: DeadLetter, outbox: Sequence[OutMessage] = ()) -> list[OutboxRow]:
         now = time.time()
         await self._write(
             FINISH,
             (sql.BURIED, (letter.error, now, letter.key)),
+            *(self._outbox_saved(letter.key, message, now) for message in outbox),
             (
                 sql.DEAD_LETTER_SAVED,
                 (
@@ -103,6 +109,7 @@ class SqlStore(Store):
                 ),
             ),
         )
+        return [OutboxRow(seq=0, key=m.key, event_key=letter.key, message=m) for m in outbox]
 
     async def dead_letters(self) -> list[DeadLetter]:
         return [dead_letter_row(row) for row in await self._rows(sql.DEAD_LETTERS)]

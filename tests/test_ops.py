@@ -61,7 +61,7 @@ async def test_metrics_move_as_events_flow(tmp_path: Path) -> None:
         event = await loop.say("hi")
         await loop.deliver(event)  # a duplicate
         await loop.say("boom")
-        await loop.wait_for_sent(1)
+        await loop.wait_for_sent(2)  # the answer, and the notice of the dead "boom"
         await gateway.drain()
         status, text = await get(port, "/metrics")
     assert status == 200
@@ -76,7 +76,7 @@ async def test_metrics_move_as_events_flow(tmp_path: Path) -> None:
     assert moved("tether_duplicates_total", platform="loopback") == 1
     assert moved("tether_dead_letters_total", platform="loopback") == 1
     assert moved("tether_outbox_total", platform="loopback", status="retry") == 1
-    assert moved("tether_outbox_total", platform="loopback", status="sent") == 1
+    assert moved("tether_outbox_total", platform="loopback", status="sent") == 2
     assert moved("tether_handler_seconds_count") == 1
     assert value(after, "tether_platform_connected", platform="loopback") == 1
     assert ("tether_lane_queue_depth", ()) in after
@@ -111,7 +111,7 @@ async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
     async with running(make_settings(tmp_path), router) as (gateway, loop):
         await loop.say("one")
         await loop.say("bad")
-        await loop.wait_for_sent(1)
+        await loop.wait_for_sent(2)  # the answer, and the notice of the dead "bad"
         await gateway.drain()
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -120,13 +120,13 @@ async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
     result = await asyncio.to_thread(cli, "status", "--json", "-c", str(config))
     report = json.loads(result.stdout)
     assert report["events"] == {"received": 0, "running": 0, "retry_wait": 0, "dead": 1, "done": 1}
-    assert report["outbox"] == {"backlog": 0, "sent": 1, "unknown": 0, "dead": 0}
+    assert report["outbox"] == {"backlog": 0, "sent": 2, "unknown": 0, "dead": 0}
     assert set(report["platforms"]["loopback"]) == {"received", "sent"}
     assert [entry["job"] for entry in report["cron"]] == ["brief"]
     assert report["cron"][0]["next_fire"].endswith("08:00:00+00:00")
     assert report["spend_today"] == {}
     table = (await asyncio.to_thread(cli, "status", "-c", str(config))).stdout
-    assert "dead 1" in table and "sent 1" in table and "loopback" in table
+    assert "dead 1" in table and "sent 2" in table and "loopback" in table
     assert "next fire  brief" in table and "today      0 tokens" in table
 
 

@@ -85,10 +85,11 @@ async def test_retries_stop_at_max_attempts_and_dead_letter(tmp_path: Path) -> N
     async with running(settings, router) as (gateway, loop):
         event = await loop.say("hi")
         await gateway.drain()
+        await gateway.outbox.flush(5)
 
     assert attempts == [1, 2, 3]
     assert db_rows(tmp_path, "SELECT status FROM inbox WHERE key = ?", event.key) == [("dead",)]
-    assert loop.sent == []
+    assert [d.message.text for d in loop.sent] == [settings.pipeline.dead_notice]  # one, at the end
 
 
 async def test_fatal_leaves_a_snapshot_and_dead_retry_runs_it_again(tmp_path: Path) -> None:
@@ -136,10 +137,10 @@ async def test_fatal_leaves_a_snapshot_and_dead_retry_runs_it_again(tmp_path: Pa
             TETHER, "dead", "retry", event.key, "-c", str(config), env=subprocess_env()
         )
         assert await retry.wait() == 0
-        sent = await loop.wait_for_sent(2)  # the running gateway's sweep picks it up
+        sent = await loop.wait_for_sent(3)  # the running gateway's sweep picks it up
         await gateway.drain()
 
-    assert [d.message.text for d in sent] == ["earlier", "answered"]
+    assert [d.message.text for d in sent] == ["earlier", settings.pipeline.dead_notice, "answered"]
     assert db_rows(tmp_path, "SELECT status FROM inbox WHERE key = ?", event.key) == [("done",)]
     assert db_rows(tmp_path, "SELECT count(*) FROM dead_letters") == [(0,)]
     assert runs == [1, 1, 1]  # attempts restart from zero after a manual retry

@@ -218,13 +218,15 @@ class PostgresStore(SqlStore):
     ) -> list[OutboxRow]:
         now = time.time()
         statements: list[Statement] = [(sql.FINISHED, (None, now, key))]
-        statements += [
-            (_INSERT_OUTBOX, (m.key, key, m.target.platform, m.target.key, m.to_json(), now, now))
-            for m in outbox
-        ]
+        statements += [self._outbox_saved(key, m, now) for m in outbox]
         statements += sql.turns_and_memory(key, turns, changes, now)
         await self._write(FINISH, *statements)
         return [OutboxRow(seq=0, key=m.key, event_key=key, message=m) for m in outbox]
+
+    def _outbox_saved(self, event_key: str, message: OutMessage, now: float) -> Statement:
+        target = message.target
+        row = (message.key, event_key, target.platform, target.key, message.to_json(), now, now)
+        return (_INSERT_OUTBOX, row)
 
     async def requeue(self, key: str) -> bool:
         now = time.time()

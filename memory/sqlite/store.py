@@ -138,16 +138,15 @@ class SqliteStore(SqlStore):
         statements: list[Statement] = [(sql.FINISHED, (attempts, now, key))]
         rows: list[OutboxRow] = []
         for message in outbox:
-            statements.append(
-                (
-                    _INSERT_OUTBOX,
-                    (message.key, key, message.target.platform, message.to_json(), now, now),
-                )
-            )
+            statements.append(self._outbox_saved(key, message, now))
             rows.append(OutboxRow(seq=0, key=message.key, event_key=key, message=message))
         statements += sql.turns_and_memory(key, turns, changes, now)
         await self._write(FINISH, *statements)
         return rows
+
+    def _outbox_saved(self, event_key: str, message: OutMessage, now: float) -> Statement:
+        row = (message.key, event_key, message.target.platform, message.to_json(), now, now)
+        return (_INSERT_OUTBOX, row)
 
     async def requeue(self, key: str) -> bool:
         now = time.time()
