@@ -12,7 +12,8 @@ every section class is importable from here too:
                     ``logging``, and the root that ties them together
 
 Secrets are ``SecretStr`` so they are masked wherever the config is printed, and collected
-by :meth:`Settings.secrets` for the log redactor.
+by :meth:`Settings.secrets` for the log redactor, with the credentials written inside
+other values (a URL's password, a ``headers`` entry; see ``credentials.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
+from tether.config.credentials import MASK, mask_urls, secret_name, url_secrets
 from tether.config.jobs import JobConfig, unique_ids
 from tether.config.llm import LLMConfig, LLMModelConfig, LLMProviderConfig, LLMRouteConfig
 from tether.config.platforms import (
@@ -71,7 +73,8 @@ class AgentConfig(Section):
 
 class MemoryConfig(Section):
     #: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``postgresql://user@host/db``
-    #: (several instances), or ``memory://`` (nothing kept).
+    #: (several instances), or ``memory://`` (nothing kept). A password in the URL is a
+    #: secret: masked by ``tether check`` and scrubbed from logs.
     store: str = "sqlite:///tether.db"
     #: ``normal`` survives a process crash (kill -9); ``full`` also survives power loss,
     #: at the cost of an fsync per group commit.
@@ -95,6 +98,10 @@ class MemoryConfig(Section):
                 "must start with sqlite:///, postgresql:// or memory://"
                 f" (got {value.split(':', 1)[0]!r})"
             )
+        if value.startswith("sqlite://"):
+            from tether.memory.stores import sqlite_path  # the store's own reading of the URL
+
+            sqlite_path(value)  # a URL without a path is refused, not a silent scratch store
         return value
 
 
@@ -212,7 +219,9 @@ class Settings(Section):
         return unique_ids(value)
 
     def secrets(self) -> list[str]:
-        """Every secret value in the config, for the log redactor."""
+        """Every secret in the config, for the log redactor: ``SecretStr`` values, the
+        passwords and secret-named parameters of URLs (a PostgreSQL store, a proxy), and
+        entries of maps under a secret name (``headers: {Authorization: …}``)."""
         found: list[str] = []
         _collect_secrets(self, found)
         return [s for s in found if s]
@@ -223,27 +232,34 @@ class Settings(Section):
         return masked
 
 
-def _collect_secrets(value: Any, out: list[str]) -> None:
+def _collect_secrets(value: Any, out: list[str], named: bool = False) -> None:
+    """Secret values, the credentials inside URLs, and strings under a secret name
+    (``named``: a ``headers`` entry like ``Authorization``, an ``env`` entry like ``API_KEY``).
+    """
     if isinstance(value, SecretStr):
         out.append(value.get_secret_value())
+    elif isinstance(value, str):
+        out.extend([value] if named else url_secrets(value))
     elif isinstance(value, BaseModel):
         for name in type(value).model_fields:
             _collect_secrets(getattr(value, name), out)
     elif isinstance(value, dict):
-        for item in value.values():
-            _collect_secrets(item, out)
+        for key, item in value.items():
+            _collect_secrets(item, out, secret_name(key))
     elif isinstance(value, list | tuple):
         for item in value:
-            _collect_secrets(item, out)
+            _collect_secrets(item, out, named)
 
 
-def _masked(value: Any) -> Any:
+def _masked(value: Any, named: bool = False) -> Any:
     if isinstance(value, SecretStr):
-        return "***" if value.get_secret_value() else ""
+        return MASK if value.get_secret_value() else ""
+    if isinstance(value, str):
+        return MASK if named and value else mask_urls(value)
     if isinstance(value, BaseModel):
         return {name: _masked(getattr(value, name)) for name in type(value).model_fields}
     if isinstance(value, dict):
-        return {k: _masked(v) for k, v in value.items()}
+        return {k: _masked(v, secret_name(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_masked(v) for v in value]
+        return [_masked(v, named) for v in value]
     return value
