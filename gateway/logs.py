@@ -186,6 +186,8 @@ class _StdlibHandler(logging.Handler):
                 self.sink.write_now(rendered)
             else:
                 self.sink.msg(rendered)
+        except structlog.DropEvent:  # a processor (a filter, capture_logs) dropped it
+            return
         except Exception:  # a record that cannot be formatted must not break the caller
             self.handleError(record)
 
