@@ -7,10 +7,11 @@ change nothing else either: the flood limit (:class:`Throttle`) counts new event
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import structlog
 
+from tether.adapters.untrusted import unstorable
 from tether.events import Event
 from tether.gateway import metrics
 from tether.gateway.access import Throttle
@@ -41,19 +42,31 @@ class Inbox:
 
         Acknowledge the platform only after this returns. With a flood limit, the
         throttle decides on the new events only and the decision is stored with each.
+        An event that can never be stored is left out with ``event.unstorable`` and
+        reported False, so the rest of its batch is committed and acknowledged.
         """
 
         async def commit(marked: list[Event]) -> list[InboxRow | None]:
             items = [(event, event.session(self.group_sessions)) for event in marked]
             return await self.store.accept(items, cursors)
 
-        if self.throttle:
-            rows = await self.throttle.admit(events, commit, self._known)
+        try:
+            rows = await self._admit(events, commit)
+        except ValueError:
+            refused = _unstorable(events)
+            if not refused:
+                raise
+            kept = [event for event in events if event.key not in refused]
+            stored = iter(await self._admit(kept, commit))
+            rows = [None if event.key in refused else next(stored) for event in events]
         else:
-            rows = await commit(list(events))
+            refused = {}
         fresh = []
         for event, row in zip(events, rows, strict=True):
-            if row is None:
+            if event.key in refused:
+                metrics.labelled(metrics.EVENTS, event.platform, "unstorable").inc()
+                log.warning("event.unstorable", key=event.key, reason=refused[event.key])
+            elif row is None:
                 metrics.DUPLICATES.labels(event.platform).inc()
                 conversation = event.session(self.group_sessions)
                 log.info("event.duplicate", key=event.key, conversation=conversation)
@@ -69,6 +82,26 @@ class Inbox:
         await self.dispatcher.submit(fresh)
         return [row is not None for row in rows]
 
+    async def _admit(
+        self,
+        events: Sequence[Event],
+        commit: Callable[[list[Event]], Awaitable[list[InboxRow | None]]],
+    ) -> list[InboxRow | None]:
+        if self.throttle:
+            return await self.throttle.admit(events, commit, self._known)
+        return await commit(list(events))
+
     async def _known(self, keys: list[str]) -> set[str]:
         """The keys the inbox already holds: asked only when a flood makes it matter."""
         return {key for key in keys if await self.store.inbox_row(key) is not None}
+
+
+def _unstorable(events: Sequence[Event]) -> dict[str, str]:
+    """The events no store can ever hold (a lone surrogate), by key, with the reason.
+
+    Asked only after a commit refused its batch, so the common path pays nothing. Such
+    an event is acknowledged like a duplicate: redelivering it could never store it, and
+    refusing the batch would hold back every event behind it (a poller would fetch the
+    same batch forever).
+    """
+    return {event.key: reason for event in events if (reason := unstorable(event)) is not None}

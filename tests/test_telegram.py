@@ -466,6 +466,25 @@ async def test_malformed_update_in_a_polled_batch_is_skipped_and_the_offset_move
     assert reasons[1] == "unsupported update type: poll_answer"
 
 
+async def test_an_unstorable_update_in_a_polled_batch_is_skipped_not_fetched_forever(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    """A lone surrogate (``"\\ud800"`` in the JSON) can never be stored: the batch it came
+    in is committed without it, with a reason, and the offset moves past it."""
+    with structlog.testing.capture_logs() as logs:
+        async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+            bad = fake.push(message=fake.message(42, "half \ud800 a character"))
+            good = fake.push(message=fake.message(42, "after the bad one"))
+            await fake.wait_for(lambda: good["update_id"] + 1 in fake.offsets)
+            await fake.wait_for(lambda: len(fake.sent) >= 1)
+            await gateway.drain()
+    assert [s["text"] for s in fake.sent] == ["after the bad one"]
+    (skipped,) = events_named(logs, "event.unstorable")
+    assert skipped["key"].endswith(f":{bad['update_id']}")
+    assert "surrogate" in skipped["reason"]
+    assert inbox_rows(tmp_path) == [(f"tg:{BOT_ID}:{good['update_id']}", "done")]
+
+
 # -- config -------------------------------------------------------------------------------
 
 
