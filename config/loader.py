@@ -1,4 +1,5 @@
-"""YAML → :class:`Settings`, with ``${VAR}`` interpolation and errors that name the key path.
+"""YAML → :class:`Settings`, with ``${VAR}`` and ``${file:/path}`` interpolation and errors
+that name the key path.
 
 Interpolation runs on parsed string scalars, not on the raw text, so an environment
 variable can never inject YAML structure and every failure knows its key path. The text
@@ -24,13 +25,13 @@ from pydantic import ValidationError
 from tether.config.credentials import secret_name, url_secrets
 from tether.config.document import YamlProblem, parse
 from tether.config.schema import Settings
-from tether.gateway.logs import Redactor
+from tether.gateway.logs import Redactor, redactor
 
 # Values at these paths are never echoed back in an error: they may be secrets.
 _SECRETISH = re.compile(r"token|secret|key|password", re.IGNORECASE)
 #: A key shown as it is in a key path; any other (empty, spaces, colons, a newline) is quoted.
 _PLAIN_KEY = re.compile(r"[\w@/+.-]+")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VAR = re.compile(r"\$\{(?:file:([^}]+)|([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?)\}")
 #: An error lists this many problems, then how many more: a config pasted into the wrong
 #: key can fail in thousands of places, and the first ones tell what happened.
 MAX_PROBLEMS = 20
@@ -78,26 +79,42 @@ def load_text(
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping, not {type(data).__name__}")
-    data = _interpolate(data, (), os.environ if env is None else env, source)
+    from_files: list[str] = []
+    data = _interpolate(data, (), os.environ if env is None else env, source, from_files)
+    # A value read from a file is a secret wherever it is used (that is why it is in a
+    # file): the logs' redactor masks it from now on, and so does this load's error.
+    redactor.update(from_files)
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        secrets: list[str] = []
+        secrets: list[str] = list(from_files)
         _secrets_in(data, False, secrets)
         raise ConfigError(_describe(exc, source, Redactor(secrets))) from None
 
 
 def _interpolate(
-    value: Any, path: tuple[str | int, ...], env: Mapping[str, str], source: str
+    value: Any,
+    path: tuple[str | int, ...],
+    env: Mapping[str, str],
+    source: str,
+    from_files: list[str],
 ) -> Any:
+    """Substitute ``${VAR}``, ``${VAR:-default}`` and ``${file:/path}`` in every string;
+    what files gave is appended to ``from_files``."""
     if isinstance(value, dict):
-        return {k: _interpolate(v, (*path, str(k)), env, source) for k, v in value.items()}
+        return {
+            k: _interpolate(v, (*path, str(k)), env, source, from_files) for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_interpolate(v, (*path, i), env, source) for i, v in enumerate(value)]
+        return [_interpolate(v, (*path, i), env, source, from_files) for i, v in enumerate(value)]
     if isinstance(value, str) and "${" in value:
 
         def substitute(match: re.Match[str]) -> str:
-            name, default = match.group(1), match.group(2)
+            if match.group(1) is not None:
+                content = _secret_file(match.group(1), path, source)
+                from_files.append(content)
+                return content
+            name, default = match.group(2), match.group(3)
             if name in env and (env[name] != "" or default is None):
                 if not env[name].isascii() and not _utf8(env[name]):
                     raise ConfigError(
@@ -114,6 +131,21 @@ def _interpolate(
 
         return _VAR.sub(substitute, value)
     return value
+
+
+def _secret_file(name: str, path: tuple[str | int, ...], source: str) -> str:
+    """The text of a secret file (Docker and Kubernetes secrets, ``/run/secrets/name``),
+    without the trailing newline an editor or ``echo`` leaves; a file that cannot be
+    read is one line naming the key, never its content."""
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"{source}: {_dotted(path)}: cannot read secret file {name}: {exc.strerror or exc}"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: {_dotted(path)}: secret file {name} is not UTF-8") from None
+    return text.rstrip("\r\n")
 
 
 def _utf8(value: str) -> bool:
