@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from tether.config.section import Section
 
@@ -20,10 +20,25 @@ class LLMProviderConfig(Section):
     base_url: str
     #: Empty for servers that need none (Ollama); write ``${OPENAI_API_KEY}``, not the key.
     api_key: SecretStr = SecretStr("")
+    #: A pool of keys for the same endpoint, instead of ``api_key``: calls spread over the
+    #: healthy ones, a 429 cools one down and 401/402/403 takes it out until a reload.
+    api_keys: list[SecretStr] = []
     #: Seconds before a call counts as timed out (then a fallback model is tried).
     timeout: float = Field(default=60.0, gt=0)
     #: Extra HTTP headers, e.g. OpenRouter's ``HTTP-Referer`` and ``X-Title``.
     headers: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _one_key_form(self) -> LLMProviderConfig:
+        if self.api_key.get_secret_value() and self.api_keys:
+            raise ValueError("api_key and api_keys are both set: keep one (api_keys for a pool)")
+        if any(not key.get_secret_value() for key in self.api_keys):
+            raise ValueError("api_keys: an empty key (an unset ${VARIABLE}?)")
+        return self
+
+    def keys(self) -> list[str]:
+        """The pool, in configured order; one empty key for a server that needs none."""
+        return [k.get_secret_value() for k in self.api_keys] or [self.api_key.get_secret_value()]
 
 
 class LLMModelConfig(Section):
@@ -55,6 +70,15 @@ class LLMRouteConfig(Section):
     max_prompt_tokens: int | None = Field(default=None, ge=0)
 
 
+class CircuitBreakerConfig(Section):
+    """When a model keeps failing, stop asking it for a while and go to the fallbacks."""
+
+    #: Consecutive failures (5xx, timeouts, unreachable) that open a model's breaker.
+    failures: int = Field(default=5, ge=1)
+    #: Seconds an open breaker sends calls to the fallbacks before one probe call.
+    cooldown: float = Field(default=30.0, gt=0)
+
+
 class LLMConfig(Section):
     providers: dict[str, LLMProviderConfig] = Field(min_length=1)
     models: dict[str, LLMModelConfig] = Field(min_length=1)
@@ -65,6 +89,7 @@ class LLMConfig(Section):
     routes: list[LLMRouteConfig] = []
     #: Tried in order when the chosen model answers 5xx, times out or cannot be reached.
     fallbacks: list[str] = []
+    circuit_breaker: CircuitBreakerConfig = CircuitBreakerConfig()
 
     @field_validator("models")
     @classmethod

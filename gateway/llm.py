@@ -17,9 +17,13 @@ Each handler gets ``ctx.llm``, a :class:`TaskLLM` bound to its event:
 - **accounted**: the API's usage (prompt and completion tokens, cost from the configured
   prices) is recorded per conversation, model and day in the checkpoint transaction.
 
-The SDK's own retries are off (``max_retries=0``): a 429 or an exhausted fallback list
-raises :class:`~tether.errors.Retryable`, and the pipeline retries the event durably
-with backoff; 400/401/403 (and other 4xx) raise :class:`~tether.errors.Fatal`.
+The SDK's own retries are off (``max_retries=0``). A provider's keys are a pool
+(:mod:`.llm_keys`): a 429 cools one key and the call moves to the next at once, a 401,
+402 or 403 takes the key out; only when no key is left does the call raise
+:class:`~tether.errors.Retryable` (every key cooling: the pipeline retries the event
+durably at the earliest end of a cooldown) or :class:`~tether.errors.Fatal` (every key
+refused). An exhausted fallback list is Retryable; 400 and other 4xx are Fatal. A model
+that keeps failing is skipped for a while by its circuit breaker.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from tether.config.schema import LLMModelConfig, Settings
 from tether.errors import BudgetExceeded, Fatal, Retryable
 from tether.events import Event
 from tether.gateway import metrics
+from tether.gateway.llm_keys import Breaker, Key, KeyPool, KeyProblem, retry_after
 from tether.memory import tokens
 from tether.memory.conversation import ConversationMemory
 from tether.memory.records import UsageRecord
@@ -81,34 +86,46 @@ class LLM:
             raise ValueError("no llm section configured")
         self.settings = settings
         self.config = settings.llm
-        self._clients: dict[str, openai.AsyncOpenAI] = {}
+        self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
+        self.pools = {name: KeyPool(name, p.keys()) for name, p in self.config.providers.items()}
+        breaker = self.config.circuit_breaker
+        self.breakers = {
+            name: Breaker(name, breaker.failures, breaker.cooldown) for name in self.config.models
+        }
 
     def prepare(self) -> None:
         """Import the SDK and make the clients now (importing ``openai`` takes ~0.6 s, which
         should not stall the event loop at the first call). Safe to run in a thread."""
-        for provider in self.config.providers:
-            self.client(provider)
+        for provider, pool in self.pools.items():
+            for key in pool.keys:
+                self.client(provider, key)
 
-    def client(self, provider: str) -> openai.AsyncOpenAI:
-        """One SDK client (and connection pool) per provider, made on first use."""
-        if provider not in self._clients:
+    def client(self, provider: str, key: Key) -> openai.AsyncOpenAI:
+        """One SDK client (and connection pool) per key of a provider, made on first use."""
+        if (provider, key.id) not in self._clients:
             import openai  # not at the top: most processes (tether check, dead) never call
 
             cfg = self.config.providers[provider]
-            self._clients[provider] = openai.AsyncOpenAI(
+            self._clients[provider, key.id] = openai.AsyncOpenAI(
                 base_url=cfg.base_url,
                 # The SDK insists on a key; local servers (Ollama) ignore whatever is sent.
-                api_key=cfg.api_key.get_secret_value() or "unused",
+                api_key=key.secret or "unused",
                 timeout=cfg.timeout,
                 max_retries=0,  # the pipeline retries durably, with backoff
                 default_headers=cfg.headers or None,
             )
-        return self._clients[provider]
+        return self._clients[provider, key.id]
 
     async def close(self) -> None:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
+        for pool in self.pools.values():
+            pool.forget()
+
+    def key_report(self) -> list[dict[str, str]]:
+        """Every key's state by masked id, provider by provider."""
+        return [entry for pool in self.pools.values() for entry in pool.report()]
 
     def model(self, name: str) -> LLMModelConfig:
         return self.config.models[name]
@@ -159,14 +176,82 @@ class LLM:
         cfg = self.model(name)
         return cfg.encoding or tokens.encoding_name(cfg.model)
 
+    async def answer(
+        self,
+        candidates: list[str],
+        messages: list[Message],
+        cap: int,
+        scope: structlog.typing.FilteringBoundLogger,
+    ) -> Completion:
+        """The first answer of ``candidates`` in order, past the open circuit breakers;
+        Retryable when none answered (at a due probe when every one was skipped)."""
+        errors: list[str] = []
+        skipped: list[float] = []
+        for index, candidate in enumerate(candidates):
+            breaker = self.breakers[candidate]
+            if not breaker.allows():
+                skipped.append(breaker.wait())
+                scope.info("llm.breaker_skip", model=candidate)
+                continue
+            estimate = tokens.count_messages(messages, self.encoding(candidate))
+            try:
+                completion = await self.complete(candidate, messages, cap, estimate)
+            except Unavailable as exc:
+                breaker.failed()
+                errors.append(str(exc))
+                following = candidates[index + 1] if index + 1 < len(candidates) else None
+                scope.warning("llm.unavailable", error=str(exc), fallback=following)
+                continue
+            except BaseException:
+                breaker.released()
+                raise
+            breaker.succeeded()
+            return completion
+        if not errors:
+            raise Retryable(
+                "no model answered: every circuit breaker is open", retry_after=min(skipped)
+            )
+        raise Retryable("no model answered: " + "; ".join(errors))
+
     async def complete(
         self, name: str, messages: list[Message], max_tokens: int, estimate: int
     ) -> Completion:
-        """One call to model ``name``; errors mapped to Unavailable / Retryable / Fatal."""
+        """One call to model ``name`` with the first key of its pool that answers."""
+        provider = self.model(name).provider
+        pool = self.pools[provider]
+        refused: list[int] = []
+        for key in pool.order():
+            try:
+                completion = await self._call(name, key, messages, max_tokens, estimate)
+            except KeyProblem as exc:
+                if exc.status == 429:
+                    pool.cool(key, exc.retry_after)
+                else:
+                    pool.revoke(key, exc.status)
+                    refused.append(exc.status)
+                continue
+            pool.answered(key)
+            return completion
+        wait = pool.wait()
+        if wait is None:
+            why = f"HTTP {refused[-1]}" if refused else "401/402/403 earlier"
+            raise Fatal(
+                f"{name}: every API key of provider {provider!r} was refused ({why});"
+                " they are tried again after a reload"
+            )
+        raise Retryable(
+            f"{name}: HTTP 429 rate limited on every API key of provider {provider!r}",
+            retry_after=wait,
+        )
+
+    async def _call(
+        self, name: str, key: Key, messages: list[Message], max_tokens: int, estimate: int
+    ) -> Completion:
+        """One request; errors mapped to Unavailable / KeyProblem / Retryable / Fatal."""
         import openai
 
         cfg = self.model(name)
-        client = self.client(cfg.provider)
+        client = self.client(cfg.provider, key)
         extra: dict[str, Any] = {}
         if cfg.temperature is not None:
             extra["temperature"] = cfg.temperature
@@ -181,11 +266,11 @@ class LLM:
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             raise Unavailable(f"{name}: {type(exc).__name__}: {exc}") from exc
         except openai.RateLimitError as exc:
-            raise Retryable(
-                f"{name}: HTTP 429 rate limited", retry_after=_retry_after(exc.response)
-            ) from exc
+            raise KeyProblem(429, retry_after(exc.response)) from exc
         except openai.APIStatusError as exc:
             status = exc.status_code
+            if status in (401, 402, 403):
+                raise KeyProblem(status) from exc
             if status >= 500 or status == 408:
                 raise Unavailable(f"{name}: HTTP {status}: {exc.message}") from exc
             if status == 409:
@@ -207,6 +292,7 @@ class LLM:
         log.info(
             "llm.call",
             model=name,
+            key=key.id,
             prompt_tokens=prompt,
             completion_tokens=completion,
             cost=round(cost, 8),
@@ -283,20 +369,8 @@ class TaskLLM:
 
         async def call() -> dict[str, Any]:
             cap = await self._room(step, candidates[0], messages, max_tokens)
-            errors = []
-            for index, candidate in enumerate(candidates):
-                estimate = tokens.count_messages(messages, llm.encoding(candidate))
-                try:
-                    completion = await llm.complete(candidate, messages, cap, estimate)
-                except Unavailable as exc:
-                    errors.append(str(exc))
-                    following = candidates[index + 1] if index + 1 < len(candidates) else None
-                    self._ctx.log.warning(
-                        "llm.unavailable", step=step, error=str(exc), fallback=following
-                    )
-                    continue
-                return asdict(completion)
-            raise Retryable("no model answered: " + "; ".join(errors))
+            scope = self._ctx.log.bind(step=step)
+            return asdict(await llm.answer(candidates, messages, cap, scope))
 
         result = Completion(**await self._ctx.step(step, call))
         self.spent += result.tokens
@@ -372,11 +446,3 @@ def _budget_reply(budget: str, limit: int, spent: int, needed: int) -> str:
         f"I stopped before the next model call: it needed about {needed:,} tokens and this"
         f" request has {max(limit - spent, 0):,} of its {limit:,}-token budget left."
     )
-
-
-def _retry_after(response: Any) -> float | None:
-    try:
-        value = response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, ValueError):
-        return None

@@ -29,6 +29,14 @@ LLM_COST = Counter("tether_llm_cost_total", "LLM cost by model, from configured 
 BUDGET_EXCEEDED = Counter(
     "tether_budget_exceeded_total", "LLM calls not made because of a budget", ["budget"]
 )
+LLM_KEY_STATE = Gauge(
+    "tether_llm_key_state",
+    "An API key's state by masked id: 0 healthy, 1 cooling down after a 429, 2 refused",
+    ["provider", "key"],
+)
+LLM_BREAKER_OPEN = Gauge(
+    "tether_llm_breaker_open", "1 while a model's circuit breaker sends calls elsewhere", ["model"]
+)
 CRON_FIRES = Counter("tether_cron_fires_total", "Cron fires accepted", ["job"])
 CRON_SKIPS = Counter("tether_cron_skips_total", "Cron fires skipped", ["job", "reason"])
 CONNECTED = Gauge("tether_platform_connected", "1 while a platform is connected", ["platform"])

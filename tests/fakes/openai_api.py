@@ -3,8 +3,8 @@
 It records every request (body and headers), answers with a scripted or default text
 and a usage block (by default tiktoken's count of the prompt, and the completion capped
 at ``max_tokens`` as a real server would), and can be told to fail: a status for the
-next N requests, for every request to one model, or for requests a predicate picks
-(e.g. summary calls); or to hang until the server closes (to exercise timeouts).
+next N requests, for every request to one model or with one API key, or for requests a
+predicate picks (e.g. summary calls); or to hang until the server closes (to exercise timeouts).
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ class Request:
         return str(self.body.get("model", ""))
 
     @property
+    def api_key(self) -> str:
+        """The key the request was made with (from its ``Authorization: Bearer``)."""
+        return self.headers.get("Authorization", "").removeprefix("Bearer ")
+
+    @property
     def messages(self) -> list[dict[str, str]]:
         return list(self.body.get("messages", []))
 
@@ -48,7 +53,7 @@ class Request:
 @dataclass
 class _Failure:
     status: int
-    when: Callable[[Body], bool]
+    when: Callable[[Body, str], bool]  # (body, api key)
     times: int | None  # None: until healed
     retry_after: str | None = None
 
@@ -80,11 +85,17 @@ class FakeOpenAI:
         model: str | None = None,
         when: Callable[[Body], bool] | None = None,
         retry_after: str | None = None,
+        key: str | None = None,
     ) -> None:
-        """Answer ``status`` to matching requests, ``times`` times (None: until heal)."""
+        """Answer ``status`` to matching requests, ``times`` times (None: until heal);
+        ``key`` matches requests made with that API key."""
 
-        def matches(body: Body) -> bool:
-            return (model is None or body.get("model") == model) and (when is None or when(body))
+        def matches(body: Body, api_key: str) -> bool:
+            return (
+                (model is None or body.get("model") == model)
+                and (key is None or api_key == key)
+                and (when is None or when(body))
+            )
 
         self._failures.append(_Failure(status, matches, times, retry_after))
 
@@ -129,7 +140,7 @@ class FakeOpenAI:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body: Body = await request.json()
         record = Request(body, dict(request.headers))
-        failure = self._failure_for(body)
+        failure = self._failure_for(body, record.api_key)
         if failure is not None:
             record.status = failure.status
         async with self._changed:
@@ -175,9 +186,9 @@ class FakeOpenAI:
             }
         )
 
-    def _failure_for(self, body: Body) -> _Failure | None:
+    def _failure_for(self, body: Body, api_key: str) -> _Failure | None:
         for failure in list(self._failures):
-            if failure.when(body):
+            if failure.when(body, api_key):
                 if failure.times is not None:
                     failure.times -= 1
                     if failure.times <= 0:

@@ -1,0 +1,222 @@
+"""API-key pools and the circuit breaker per model, through the real pipeline and SDK.
+
+The fake OpenAI server (tests/fakes/openai_api.py) answers per key: a 429 with a
+retry-after on one, 401 on another; every request records the key it was made with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from prometheus_client import REGISTRY
+
+from tests.conftest import SECRETS, running
+from tests.fakes.openai_api import FakeOpenAI
+from tests.test_llm import db, fake, llm_section, llm_settings, turn
+from tether.config import ConfigError, load_text
+
+__all__ = ["fake"]  # the fixture, shared with tests/test_llm.py
+
+KEYS = ["sk-pool-one-aaaaaaaa1111", "sk-pool-two-bbbbbbbb2222", "sk-pool-three-cccc3333"]
+SECRETS.update(KEYS)
+
+
+def pooled(fake: FakeOpenAI, keys: list[str], **extra: Any) -> dict[str, Any]:
+    section = llm_section(fake, **extra)
+    provider = section["providers"]["fake"]
+    del provider["api_key"]
+    provider["api_keys"] = keys
+    return section
+
+
+def key_state(key: str) -> float | None:
+    return REGISTRY.get_sample_value(
+        "tether_llm_key_state", {"provider": "fake", "key": "…" + key[-4:]}
+    )
+
+
+def by_key(fake: FakeOpenAI) -> list[tuple[int, int]]:
+    """(key number, status) of every request, in order."""
+    return [(KEYS.index(r.api_key) + 1, r.status) for r in fake.requests]
+
+
+async def turns_until(adapter: Any, fake: FakeOpenAI, done: Any) -> list[str]:
+    """Send messages one after another until ``done(fake)``: the cooldown is the
+    provider's, so the test waits for the gateway's own use of the key, not a clock."""
+    replies: list[str] = []
+    async with asyncio.timeout(20):
+        while not done(fake):
+            replies.append(await turn(adapter, f"message {len(replies)}"))
+    return replies
+
+
+# -- the key pool ------------------------------------------------------------------------
+
+
+async def test_a_rate_limited_and_a_revoked_key_never_leave_a_message_unanswered(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    one, two, three = KEYS
+    fake.fail(429, key=one, retry_after="0.5")
+    fake.fail(401, key=two, times=None)
+    settings = llm_settings(tmp_path, fake, pooled(fake, KEYS))
+    with structlog.testing.capture_logs() as logs:
+        async with running(settings) as (_gateway, adapter):
+            replies = [await turn(adapter, f"hello {n}") for n in range(6)]
+            assert key_state(two) == 2 and key_state(three) == 0
+
+            def one_answered_again(fake: FakeOpenAI) -> bool:
+                return (1, 200) in by_key(fake)
+
+            replies += await turns_until(adapter, fake, one_answered_again)
+            assert key_state(one) == 0
+    assert all(reply.startswith("answer to: ") for reply in replies)
+    calls = by_key(fake)
+    assert calls[:3] == [(1, 429), (2, 401), (3, 200)]  # on at once, no event retry
+    assert calls.count((2, 401)) == 1 and [c for c in calls if c[0] == 2] == [(2, 401)]
+    assert calls.index((1, 200)) > calls.index((1, 429))
+    # No retry storm: one call per message, plus each 429, plus the one 401 that took
+    # key 2 out of the pool.
+    assert len(calls) <= len(replies) + calls.count((1, 429)) + 1
+    with db(tmp_path) as conn:
+        assert set(conn.execute("SELECT status, attempts FROM inbox").fetchall()) == {("done", 1)}
+    events = {entry["event"]: entry for entry in logs if entry["event"].startswith("llm.key")}
+    assert events["llm.key_cooling"]["key"] == "…1111"
+    assert events["llm.key_cooling"]["seconds"] == 0.5
+    assert events["llm.key_revoked"]["key"] == "…2222"
+
+
+async def test_when_every_key_is_cooling_the_event_waits_for_the_earliest(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    one, _, three = KEYS
+    fake.fail(429, key=one, retry_after="30")
+    fake.fail(429, key=three, retry_after="0.2")
+    settings = llm_settings(tmp_path, fake, pooled(fake, [one, three]))
+    with structlog.testing.capture_logs() as logs:
+        async with running(settings) as (_gateway, adapter):
+            assert await turn(adapter, "hello") == "answer to: hello"
+    assert by_key(fake) == [(1, 429), (3, 429), (3, 200)]  # key 1 still cooling
+    retries = [entry for entry in logs if entry["event"] == "event.retry"]
+    assert len(retries) == 1 and 0 < retries[0]["delay_s"] <= 0.2
+    assert "429" in retries[0]["error"] and "every API key" in retries[0]["error"]
+    with db(tmp_path) as conn:
+        assert conn.execute("SELECT status, attempts FROM inbox").fetchall() == [("done", 2)]
+
+
+async def test_refused_keys_stay_out_until_a_new_llm_is_built(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    one, two, _ = KEYS
+    fake.fail(401, key=one, times=None)
+    fake.fail(402, key=two, times=None)
+    settings = llm_settings(tmp_path, fake, pooled(fake, [one, two]))
+    async with running(settings) as (gateway, adapter):
+        await adapter.say("first")
+        await adapter.say("second")
+        await gateway.drain()
+        letters = await gateway.store.dead_letters()
+    assert sorted(by_key(fake)) == [(1, 401), (2, 402)]  # the second event calls nobody
+    assert len(letters) == 2 and all("was refused" in letter.error for letter in letters)
+    assert not any(key in letter.traceback for letter in letters for key in KEYS)
+
+    fake.heal()  # a reload (here: a new gateway) builds a new pool: the keys are tried again
+    async with running(settings) as (_gateway, adapter):
+        assert await turn(adapter, "third") == "answer to: third"
+    assert by_key(fake)[-1] == (1, 200)
+
+
+def test_api_key_and_api_keys_together_are_refused_and_every_key_is_a_secret() -> None:
+    provider = {"base_url": "http://127.0.0.1:1/v1", "api_key": KEYS[0], "api_keys": KEYS[1:]}
+    both = {"providers": {"p": provider}, "models": {"m": {"provider": "p", "model": "m"}}}
+    with pytest.raises(ConfigError) as error:
+        load_text(_yaml(both))
+    assert "llm.providers.p" in str(error.value) and "api_keys" in str(error.value)
+    assert KEYS[0] not in str(error.value)
+
+    del provider["api_key"]
+    settings = load_text(_yaml(both))
+    assert set(KEYS[1:]) <= set(settings.secrets())
+    assert settings.masked()["llm"]["providers"]["p"]["api_keys"] == ["***", "***"]
+
+
+def _yaml(llm: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump({"platforms": {}, "llm": llm})
+
+
+# -- the circuit breaker -----------------------------------------------------------------
+
+
+def breaker_open(model: str) -> float | None:
+    return REGISTRY.get_sample_value("tether_llm_breaker_open", {"model": model})
+
+
+async def test_a_failing_model_is_skipped_for_its_cooldown_then_probed(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    fake.fail(503, times=None, model="main-model")
+    llm = llm_section(fake, circuit_breaker={"failures": 2, "cooldown": 0.3})
+    async with running(llm_settings(tmp_path, fake, llm)) as (_gateway, adapter):
+        for n in range(3):
+            assert await turn(adapter, f"hello {n}") == f"answer to: hello {n}"
+        assert breaker_open("main") == 1
+        fake.heal()
+
+        def main_answered(fake: FakeOpenAI) -> bool:
+            return any(r.model == "main-model" and r.status == 200 for r in fake.requests)
+
+        await turns_until(adapter, fake, main_answered)
+        assert breaker_open("main") == 0
+        await turn(adapter, "closed again")
+    calls = [(r.model, r.status) for r in fake.requests]
+    assert calls[:5] == [
+        ("main-model", 503),
+        ("backup-model", 200),
+        ("main-model", 503),
+        ("backup-model", 200),
+        ("backup-model", 200),  # open: the route went straight to its fallback
+    ]
+    main = [c for c in calls if c[0] == "main-model"]
+    assert main == [("main-model", 503)] * 2 + [("main-model", 200)] * 2  # one probe, then closed
+    assert calls[-1] == ("main-model", 200)
+
+
+async def test_a_failed_probe_opens_the_breaker_again(tmp_path: Path, fake: FakeOpenAI) -> None:
+    fake.fail(503, times=None, model="main-model")
+    llm = llm_section(fake, circuit_breaker={"failures": 1, "cooldown": 0.3})
+    async with running(llm_settings(tmp_path, fake, llm)) as (_gateway, adapter):
+        await turn(adapter, "opens it")
+
+        def probed(fake: FakeOpenAI) -> bool:
+            return [r.model for r in fake.requests].count("main-model") == 2
+
+        await turns_until(adapter, fake, probed)
+        before = fake.calls
+        assert await turn(adapter, "after the probe") == "answer to: after the probe"
+    assert [r.model for r in fake.requests[before:]] == ["backup-model"]
+
+
+async def test_with_every_breaker_open_the_event_waits_for_the_probe(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    fake.fail(503, times=2)
+    # The pipeline's own backoff (at most 0.05 s in tests) is far shorter than the cooldown.
+    llm = llm_section(fake, circuit_breaker={"failures": 1, "cooldown": 1.0})
+    with structlog.testing.capture_logs() as logs:
+        async with running(llm_settings(tmp_path, fake, llm)) as (_gateway, adapter):
+            assert await turn(adapter, "hello") == "answer to: hello"
+    first, second = [entry for entry in logs if entry["event"] == "event.retry"]
+    assert "no model answered: main: HTTP 503" in first["error"]
+    assert "every circuit breaker is open" in second["error"]
+    assert 0.05 < second["delay_s"] <= 1.0  # the earliest probe, not the pipeline's backoff
+    assert [(r.model, r.status) for r in fake.requests] == [
+        ("main-model", 503),
+        ("backup-model", 503),
+        ("main-model", 200),  # the probe, not before the cooldown
+    ]
