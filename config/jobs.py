@@ -8,6 +8,8 @@ The cron expression and time zone are checked by the scheduler's own parser
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -25,7 +27,8 @@ class JobConfig(Section):
 
     #: Part of every fire's event key (``cron:{id}:{time}``), so it must be stable.
     id: str
-    #: 5 fields (``minute hour day month weekday``, 0 and 7 are Sunday) or 6, seconds first.
+    #: Crontab: 5 fields (``minute hour day month weekday``, 0 and 7 are Sunday), 6 with
+    #: seconds first, or a shortcut like ``@daily``; see :mod:`tether.scheduler.cron`.
     cron: str
     #: IANA name; fire times follow its daylight-saving changes.
     timezone: str = "UTC"
@@ -56,7 +59,8 @@ class JobConfig(Section):
     def _cron_parses(cls, value: str) -> str:
         from tether.scheduler.cron import trigger  # the scheduler's own parser: one set of rules
 
-        trigger(value)
+        with _plainly("cron"):
+            trigger(value)
         return value
 
     @field_validator("timezone")
@@ -64,7 +68,8 @@ class JobConfig(Section):
     def _known_zone(cls, value: str) -> str:
         from tether.scheduler.cron import zone
 
-        zone(value)
+        with _plainly("timezone"):
+            zone(value)
         return value
 
     @field_validator("deliver", mode="before")
@@ -104,6 +109,17 @@ class JobConfig(Section):
         elif not self.deliver:
             raise ValueError(f"{actions[0]} needs deliver: the chat(s) to send to")
         return self
+
+
+@contextmanager
+def _plainly(key: str) -> Iterator[None]:
+    """The parser's ValueError as the whole message: pydantic would prefix a plain
+    ValueError with "Value error, ", which says nothing to someone fixing a crontab line."""
+    try:
+        yield
+    except ValueError as exc:
+        # The text goes in as context, not as the template: a line may contain braces.
+        raise PydanticCustomError(f"bad_{key}", "{reason}", {"reason": str(exc)}) from None
 
 
 def unique_ids(jobs: list[JobConfig]) -> list[JobConfig]:

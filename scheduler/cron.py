@@ -2,8 +2,16 @@
 
 Why not ``CronTrigger.from_crontab``: it takes 5 fields only, and APScheduler 3 numbers
 weekdays from Monday = 0, so crontab's ``1-5`` (Monday to Friday) would fire Tuesday to
-Saturday. :func:`trigger` accepts 5 fields (``minute hour day month weekday``) or 6 with
-seconds first, and reads the weekday field the way crontab does (0 and 7 are Sunday).
+Saturday. :func:`trigger` accepts 5 fields (``minute hour day month weekday``), 6 with
+seconds first, or a shortcut (``@daily``), and reads the weekday field the way crontab
+does (0 and 7 are Sunday).
+
+Crontab lines are pasted from existing servers, so they must fire on the same days there
+and here: when both day fields are restricted, Vixie cron fires on a day that matches
+*either* (``0 0 13 * 5``: the 13th and every Friday), where one CronTrigger would need
+both. Such a line becomes an ``OrTrigger`` of a day-of-month and a weekday CronTrigger.
+As in Vixie cron, a day field that starts with ``*`` (``*``, ``*/2``) counts as
+unrestricted, and then both fields must match.
 
 :class:`Schedule` is what the scheduler and the catch-up ledger iterate. It fixes one
 more APScheduler 3 quirk: when clocks go back (Europe/Berlin, last Sunday of October),
@@ -15,16 +23,20 @@ runs in both hours, because both really pass.
 from __future__ import annotations
 
 import functools
+import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger
 
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _DAY_ITEM = re.compile(r"^(\*|[a-z0-9]+)(?:-([a-z0-9]+))?(?:/([0-9]+))?$")
 _ONE_MICROSECOND = timedelta(microseconds=1)
+_WEEK = timedelta(days=7)
 #: Where the "does it ever fire" check starts looking (a leap year, so Feb 29 is found).
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -39,32 +51,51 @@ def zone(name: str) -> ZoneInfo:
         ) from None
 
 
+#: Vixie cron's shortcuts; ``@reboot`` is refused in :func:`crontab_fields`.
+SHORTCUTS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+#: Crontab's name for each field (seconds first), APScheduler's keyword, allowed numbers.
+_FIELDS = (
+    ("second", "second", "0-59"),
+    ("minute", "minute", "0-59"),
+    ("hour", "hour", "0-23"),
+    ("day-of-month", "day", "1-31"),
+    ("month", "month", "1-12"),
+)
+_SYNTAX = "use *, numbers, ranges 1-5, steps */15 and lists 1,3,5"
+
+
 @functools.lru_cache(maxsize=4096)
-def trigger(expr: str, timezone: str = "UTC", jitter: float | None = None) -> CronTrigger:
-    """A CronTrigger for a 5-field crontab line, or 6 fields with seconds first.
+def trigger(expr: str, timezone: str = "UTC", jitter: float | None = None) -> CrontabTrigger:
+    """The trigger for a crontab line: a CronTrigger, or an OrTrigger of two when both
+    day fields are restricted (Vixie cron's rule, see the module docstring).
 
     Cached: a trigger only computes (it is never changed after construction), building
     one costs ~50 µs, and thousands of jobs tend to share a handful of expressions.
     """
-    fields = expr.split()
-    if len(fields) == 5:
-        fields = ["0", *fields]
-    elif len(fields) != 6:
-        raise ValueError(
-            f"expected 5 fields (minute hour day month weekday) or 6 (seconds first), "
-            f"got {len(fields)}"
-        )
+    fields = crontab_fields(expr)
     second, minute, hour, day, month, weekday = fields
-    built = CronTrigger(
-        second=second,
-        minute=minute,
-        hour=hour,
-        day=day,
-        month=month,
-        day_of_week=crontab_weekdays(weekday),
-        timezone=zone(timezone),
-        jitter=jitter or None,
-    )
+    for (name, keyword, numbers), value in zip(_FIELDS, fields, strict=False):
+        _check_field(name, keyword, numbers, value)
+    common = {"second": second, "minute": minute, "hour": hour, "month": month}
+    days = crontab_weekdays(weekday)
+    tz = zone(timezone)
+    if day.startswith("*") or weekday.startswith("*"):
+        built = CrontabTrigger([CronTrigger(**common, day=day, day_of_week=days, timezone=tz)])
+    else:
+        # Both sub-triggers spell out the other day field as ``*``: left out, APScheduler
+        # would default ``day`` to 1 (it fills fields after the first given with minimums).
+        by_date = CronTrigger(**common, day=day, day_of_week="*", timezone=tz)
+        by_weekday = CronTrigger(**common, day="*", day_of_week=days, timezone=tz)
+        built = CrontabTrigger([by_date, by_weekday])
+    built.jitter = jitter or None
     # Every field parses, yet ``0 0 31 2 *`` (February 31st) matches no date: such a job
     # would be accepted and then silently never run. A schedule that fires at all fires
     # again within 28 years (when dates and weekdays repeat), so a fixed start will do.
@@ -74,6 +105,105 @@ def trigger(expr: str, timezone: str = "UTC", jitter: float | None = None) -> Cr
             " (February has 29 days at most; April, June, September and November 30)"
         )
     return built
+
+
+class CrontabTrigger(OrTrigger):  # type: ignore[misc]  # APScheduler 3 has no type hints
+    """APScheduler's ``OrTrigger`` (the earliest fire of its CronTriggers) that does not
+    skip a fire after clocks go forward.
+
+    APScheduler 3.11 moves from one candidate date to the next by adding the wall-clock
+    difference in UTC, so across a spring-forward night it lands an hour late:
+    ``0 0 * * *`` in Europe/Berlin, asked on Sunday 29 March 2026 at 00:00:01, answers
+    31 March and skips the 30th. A search that starts at or after the last offset change
+    adds nothing across one, so each change between the start and the first answer is a
+    second start, and the earliest answer wins.
+    """
+
+    __slots__ = ()
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        start = now
+        if previous_fire_time is not None:  # the start CronTrigger itself would use
+            start = min(now, previous_fire_time + _ONE_MICROSECOND)
+        fires = [part.get_next_fire_time(None, start) for part in self.triggers]
+        found = min((fire for fire in fires if fire is not None), default=None)
+        if found is None:
+            return None
+        for change in _offset_changes(found.tzinfo, start, found):
+            fires = [part.get_next_fire_time(None, change) for part in self.triggers]
+            found = min([found, *(fire for fire in fires if fire is not None)])
+        return self._apply_jitter(found, self.jitter, now)  # type: ignore[no-any-return]
+
+
+def _offset_changes(tz: tzinfo | None, start: datetime, end: datetime) -> Iterator[datetime]:
+    """Each instant in ``(start, end)`` where ``tz`` changes its UTC offset, to the second.
+
+    Checked a week at a time (zones change offset months apart), then found by bisection
+    over whole seconds, which is what time zone rules are written in.
+    """
+    low = start.astimezone(UTC)
+    end = end.astimezone(UTC)
+    while low < end:
+        high = min(low + _WEEK, end)
+        if low.astimezone(tz).utcoffset() != high.astimezone(tz).utcoffset():
+            before, after = math.floor(low.timestamp()), math.ceil(high.timestamp())
+            offset = datetime.fromtimestamp(before, tz).utcoffset()
+            while after - before > 1:
+                middle = (before + after) // 2
+                if datetime.fromtimestamp(middle, tz).utcoffset() == offset:
+                    before = middle
+                else:
+                    after = middle
+            yield datetime.fromtimestamp(after, UTC)
+        low = high
+
+
+def crontab_fields(expr: str) -> list[str]:
+    """A crontab line as 6 fields, seconds first; a shortcut as the line it stands for."""
+    words = expr.split()
+    if words and words[0].startswith("@"):
+        name = words[0].lower()
+        if name == "@reboot":
+            raise ValueError(
+                "@reboot is not supported: a job fires at clock times, and a restart is not"
+                " one (catch_up decides what runs after a restart)"
+            )
+        if name not in SHORTCUTS:
+            raise ValueError(
+                f"unknown shortcut {words[0]!r} (use @yearly, @annually, @monthly, @weekly,"
+                " @daily, @midnight or @hourly)"
+            )
+        if len(words) > 1:
+            raise ValueError(f"a shortcut like {words[0]} stands alone, without other fields")
+        words = SHORTCUTS[name].split()
+    if len(words) == 5:
+        return ["0", *words]
+    if len(words) != 6:
+        raise ValueError(
+            "expected 5 fields (minute hour day-of-month month weekday), 6 (seconds first)"
+            f" or a shortcut like @daily, got {len(words)}"
+        )
+    return words
+
+
+def _check_field(name: str, keyword: str, numbers: str, value: str) -> None:
+    """APScheduler's verdict on one field, in crontab's words and naming the field."""
+    try:
+        CronTrigger(**{keyword: value})
+    except ValueError as exc:
+        text = str(exc)
+        if "higher than the maximum value" in text or "lower than the minimum value" in text:
+            reason = f"must be {numbers}"
+        elif "range must not be higher" in text:
+            reason = "the range runs backwards"
+        elif "Increment must be higher than 0" in text:
+            reason = "a step must be 1 or more"
+        else:
+            names = ", or names like jan" if keyword == "month" else ""
+            reason = f"cannot read it ({_SYNTAX}{names})"
+        raise ValueError(f"{name} {value!r}: {reason}") from None
 
 
 def crontab_weekdays(field: str) -> str:
@@ -121,14 +251,15 @@ class Schedule:
 
     expr: str
     timezone: str
-    trigger: CronTrigger
+    trigger: CrontabTrigger
     #: The hour field is a wildcard: a repeated wall-clock hour (clocks going back) fires.
     every_hour: bool
 
     @classmethod
     def parse(cls, expr: str, timezone: str = "UTC") -> Schedule:
-        hour = expr.split()[-4] if len(expr.split()) in (5, 6) else "*"
-        return cls(expr, timezone, trigger(expr, timezone), every_hour=hour.startswith("*"))
+        built = trigger(expr, timezone)  # first: it names what is wrong with ``expr``
+        hour = crontab_fields(expr)[2]
+        return cls(expr, timezone, built, every_hour=hour.startswith("*"))
 
     def first_from(self, moment: datetime) -> datetime | None:
         """The first fire at or after ``moment`` (UTC), or None if there is none."""

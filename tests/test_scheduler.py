@@ -214,10 +214,10 @@ def test_plan_on_time_fire_runs_even_under_skip() -> None:
 @pytest.mark.parametrize(
     "jobs, expected",
     [
-        ([job(cron="0 8 * *")], "jobs[0].cron: Value error, expected 5 fields"),
-        ([job(cron="0 25 * * *")], "jobs[0].cron: Value error"),
-        ([job(cron="0 8 * * 1-9")], "jobs[0].cron: Value error, weekday: 9 is not 0-7"),
-        ([job(timezone="Mars/Olympus")], "jobs[0].timezone: Value error, unknown time zone"),
+        ([job(cron="0 8 * *")], "jobs[0].cron: expected 5 fields"),
+        ([job(cron="0 25 * * *")], "jobs[0].cron: hour '25': must be 0-23"),
+        ([job(cron="0 8 * * 1-9")], "jobs[0].cron: weekday: 9 is not 0-7"),
+        ([job(timezone="Mars/Olympus")], "jobs[0].timezone: unknown time zone"),
         ([job(), job()], "jobs[1].id: duplicate job id (jobs[0].id has it too)"),
         ([job(id="a:b")], "jobs[0].id: Value error"),
         ([job(prompt="hi")], "jobs[0]: Value error, needs exactly one of text, prompt or handler"),
