@@ -69,6 +69,10 @@ class AgentConfig(Section):
     #: section is configured) or ``echo`` (the default otherwise).
     handler: Literal["echo", "llm"] = "echo"
     group_sessions: Literal["per_user", "shared"] = "per_user"
+    #: An edited message: ``ignore`` it (the first answer stands; fixing a typo does not
+    #: cost a second full answer) or ``reanswer`` it, the answer saying it is about the
+    #: edited text.
+    on_edit: Literal["ignore", "reanswer"] = "ignore"
 
 
 class MemoryConfig(Section):

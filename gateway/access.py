@@ -3,9 +3,18 @@
 ``Access`` is a middleware on the root router, so it sees every handled event with the
 route it resolved to. Senders matched by ``access.allow`` (or approved by pairing) are
 served; an unknown sender in a DM gets a one-time pairing code and nothing else, until
-the owner runs ``tether pair approve CODE``; everyone else is ignored with a log line.
-The console (the operator at the terminal) and cron fires (no sender) are always served;
-on any other platform an event without a sender is not, whatever the allow list says.
+the owner runs ``tether pair approve CODE`` (or an admin sends ``/approve CODE``, which
+also tells the person); an unknown sender in a group gets one short hint per chat per
+hour, so a newcomer is never met with silence (with ``access.pairing: false`` strangers
+are ignored, only logged). The console (the operator at the
+terminal) and cron fires (no sender) are always served; on any other platform an event
+without a sender is not, whatever the allow list says.
+
+The first run must admit its operator: with no ``access.admins`` and an empty
+``access.allow``, the start prints a one-time owner code (stderr and the log), and whoever
+sends ``/owner CODE`` first becomes an admin and allowed. Both facts are pairing rows
+under reserved platforms (``tether.owner``, ``tether.admin``), so they are durable, need
+no schema of their own, and the code survives restarts until it is used.
 
 ``Throttle`` runs at the inbox, at arrival time, on new events only (a redelivery spends
 nothing): a flood from one sender beyond the rate limit is stored but marked, handled as
@@ -19,16 +28,17 @@ import contextlib
 import fnmatch
 import re
 import secrets
+import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from tether.config.schema import AccessConfig, RateLimitConfig
-from tether.events import Event
+from tether.events import Event, Kind, Target
 from tether.gateway import metrics
 from tether.gateway.context import Context
 from tether.gateway.ratelimit import TokenBucket
@@ -42,6 +52,17 @@ log = structlog.get_logger("tether.access")
 TRUSTED_PLATFORMS = frozenset({"console", "cron"})
 _CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
 THROTTLED = "throttled"
+#: The pending owner code (one row; ``approved`` once used) and the admins it made.
+OWNER = ("tether.owner", "code")
+ADMIN = "tether.admin"
+#: Where to tell a person that their request was approved, when their DM is not their id.
+DM = "tether.dm"
+#: At most one access hint per person per group chat in this many seconds.
+HINT_EVERY = 3600.0
+HINT = "I only answer people the bot's owner let in. Message me directly to ask for access."
+APPROVED_NOTICE = (
+    "You're in: the bot's owner approved you. Write to me anytime; /help lists what I can do."
+)
 THROTTLE_NOTICE = "You are sending messages faster than I can take them; I skipped some."
 
 
@@ -72,11 +93,59 @@ class Access:
         self.store = store
         self.allow = Patterns([*config.allow, *config.admins])
         self.admins = Patterns(config.admins)
+        self._hinted: dict[tuple[str, str, str], float] = {}
 
-    def is_admin(self, event: Event) -> bool:
-        return event.platform in TRUSTED_PLATFORMS or (
-            event.sender is not None and self.admins.match(event)
+    async def is_admin(self, event: Event) -> bool:
+        """The console and cron; ``access.admins``; whoever claimed the owner code."""
+        if event.platform in TRUSTED_PLATFORMS:
+            return True
+        if event.sender is None:
+            return False
+        if self.admins.match(event):
+            return True
+        found = await self.store.pairing(ADMIN, _who(event))
+        return found is not None and found.status == "approved"
+
+    async def announce_owner(self, platforms: Iterable[str]) -> str | None:
+        """At start: the owner code to print, while nobody could administer the bot."""
+        if self.config.admins or self.config.allow:
+            return None
+        if all(platform in TRUSTED_PLATFORMS for platform in platforms):
+            return None  # the console alone: the operator is already at the terminal
+        if any(p.platform == ADMIN for p in await self.store.pairings()):
+            return None
+        code = "".join(secrets.choice(_CODE_ALPHABET) for _ in range(8))
+        found = await self.store.request_pairing(*OWNER, "owner code", code)
+        if found.status != "pending":
+            return None
+        log.warning("access.owner_code", code=found.code)
+        print(
+            f"tether: nobody is admitted yet; send /owner {found.code} to the bot in a direct"
+            " message to become its owner (the code works once)",
+            file=sys.stderr,
+            flush=True,
         )
+        return found.code
+
+    async def claim_owner(self, event: Event, code: str) -> bool:
+        """Make the sender of ``/owner CODE`` admin and allowed, if ``code`` is unused.
+        The sender's rows are written before the code is spent, so a re-run after a crash
+        in between still finds this sender the owner."""
+        assert event.sender is not None
+        who = _who(event)
+        admin = await self.store.pairing(ADMIN, who)
+        if admin is not None and admin.status == "approved":
+            return True
+        owner = await self.store.pairing(*OWNER)
+        if owner is None or owner.status != "pending" or owner.code != code.strip().upper():
+            return False
+        for platform, user_id in ((event.platform, event.sender.id), (ADMIN, who)):
+            fresh = "".join(secrets.choice(_CODE_ALPHABET) for _ in range(8))
+            row = await self.store.request_pairing(platform, user_id, event.sender.name, fresh)
+            await self.store.approve_pairing(row.code)
+        await self.store.approve_pairing(owner.code)
+        log.warning("access.owner_claimed", sender=who)
+        return True
 
     async def admitted(self, event: Event) -> bool:
         """Trusted platforms always; a sender the allow list or a pairing approved; never
@@ -94,7 +163,9 @@ class Access:
     async def __call__(self, handler: NextHandler, event: Event, data: dict[str, Any]) -> Any:
         ctx: Context = data["ctx"]
         route: Route = data["route"]
-        if route.admin and not self.is_admin(event):
+        if route.name.startswith("command:owner->"):
+            return await handler(event, data)  # how the first person gets in at all
+        if route.admin and not await self.is_admin(event):
             ctx.log.warning("access.refused", route=route.name, sender=_who(event))
             await ctx.reply("Only the bot's admins can do that.")
             return None
@@ -102,6 +173,8 @@ class Access:
             return await handler(event, data)
         if not (self.config.pairing and event.conversation.chat_type == "dm" and event.sender):
             ctx.log.info("access.denied", sender=_who(event))
+            if self.config.pairing and await ctx.step("access.hint", lambda: self._hint_due(event)):
+                await ctx.reply(HINT, quote=False)
             return None
         request = await ctx.step("access.pairing", lambda: self._request(event))
         if request["new"]:
@@ -121,7 +194,23 @@ class Access:
         found = await self.store.request_pairing(
             event.platform, event.sender.id, event.sender.name, code
         )
+        if event.conversation.chat_id != event.sender.id:  # where the approval is told
+            marker = "".join(secrets.choice(_CODE_ALPHABET) for _ in range(8))
+            await self.store.request_pairing(DM, _who(event), event.conversation.chat_id, marker)
         return {"code": found.code, "new": found.code == code}
+
+    async def _hint_due(self, event: Event) -> bool:
+        """One hint per person per group chat per hour; only for what was said to us."""
+        if event.sender is None or event.kind not in (Kind.MESSAGE, Kind.COMMAND):
+            return False
+        place = (event.platform, event.conversation.chat_id, event.sender.id)
+        now = time.monotonic()
+        last = self._hinted.get(place)
+        if last is not None and now - last < HINT_EVERY:
+            return False
+        self._hinted = {k: t for k, t in self._hinted.items() if now - t < HINT_EVERY}
+        self._hinted[place] = now
+        return True
 
 
 def access_router(access: Access) -> Router:
@@ -140,17 +229,40 @@ def access_router(access: Access) -> Router:
     async def approve(ctx: Context) -> None:
         code = ctx.event.args.strip()
         found = await ctx.step("approve", lambda: _approve(access.store, code))
-        if found:
-            await ctx.reply(f"Approved {found}.")
-        else:
+        if not found:
             await ctx.reply(f"No pairing request with code {code!r}.")
+            return
+        await ctx.reply(f"Approved {found['who']}.")
+        with contextlib.suppress(ValueError):  # their platform is not enabled any more
+            await ctx.send(Target.parse(found["dm"]), APPROVED_NOTICE)
+
+    @router.command("owner")
+    async def owner(ctx: Context) -> None:
+        event = ctx.event
+        code = event.args
+        if event.sender is None or not await ctx.step(
+            "access.owner", lambda: access.claim_owner(event, code)
+        ):
+            ctx.log.info("access.owner_refused", sender=_who(event))
+            await ctx.reply("That is not a valid owner code.")
+            return
+        await ctx.reply(
+            "You are the bot's owner now: allowed, and an admin. /help lists what I can do."
+        )
 
     return router
 
 
-async def _approve(store: PairingStore, code: str) -> str | None:
+async def _approve(store: PairingStore, code: str) -> dict[str, str] | None:
+    """The approved person and the DM to tell them in (their id where the DM is not
+    recorded: on Telegram a private chat's id is the user's)."""
     found = await store.approve_pairing(code) if code else None
-    return f"{found.platform}:{found.user_id} ({found.name})" if found else None
+    if found is None or found.platform in (ADMIN, DM, OWNER[0]):
+        return None
+    who = f"{found.platform}:{found.user_id}"
+    dm = await store.pairing(DM, who)
+    chat = dm.name if dm else found.user_id
+    return {"who": f"{who} ({found.name})", "dm": f"{found.platform}:{chat}"}
 
 
 def _who(event: Event) -> str:

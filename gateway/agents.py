@@ -1,16 +1,23 @@
 """Built-in agents: what answers when no plugin handler matched.
 
 ``echo`` replies with the received text verbatim and records both turns in memory; it
-is the default when no LLM is configured, and what the quick start talks to.
+is the default when no LLM is configured, and what the quick start talks to. The
+commands every agent answers (``/help``, ``/start``…) are in
+:mod:`tether.gateway.commands`, ahead of this fallback, so they are not echoed back.
+With ``agent.on_edit: reanswer`` an edited message is echoed again, saying it is the
+edited text; by default an edit is left alone (the first answer stands).
 """
 
 from __future__ import annotations
 
+from tether.config.schema import AgentConfig
+from tether.events import Kind
 from tether.gateway.context import Context
+from tether.gateway.llm_agent import EDITED
 from tether.gateway.routing import Router
 
 
-def echo_router() -> Router:
+def echo_router(agent: AgentConfig | None = None) -> Router:
     router = Router("echo")
 
     @router.fallback
@@ -19,7 +26,10 @@ def echo_router() -> Router:
         if not text:
             return
         ctx.memory.add("user", text)
-        await ctx.reply(text)
+        await ctx.reply(EDITED + text if ctx.event.kind is Kind.EDIT else text)
         ctx.memory.add("assistant", text)
+
+    if agent is not None and agent.on_edit == "reanswer":
+        router.on(Kind.EDIT)(echo)
 
     return router

@@ -33,6 +33,7 @@ from tether.errors import GatewayError
 from tether.gateway import logs, metrics
 from tether.gateway.access import Access, Throttle, access_router
 from tether.gateway.agents import echo_router
+from tether.gateway.commands import commands_router
 from tether.gateway.dispatcher import Dispatcher
 from tether.gateway.http import HttpServer
 from tether.gateway.inbox import Inbox
@@ -53,12 +54,15 @@ from tether.scheduler.runner import Scheduler
 log = structlog.get_logger("tether.gateway")
 
 
-def load_router(settings: Settings) -> Router:
-    """Plugins in config order, then the built-in agent."""
+def load_router(settings: Settings, access: Access | None = None) -> Router:
+    """Plugins in config order, then the commands every agent has, then the built-in
+    agent; ``access`` tells ``/help`` who is an admin."""
     root = Router("root")
     for index, spec in enumerate(settings.plugins):
         root.include(_import_router(f"plugins[{index}]", spec))
-    root.include(llm_router(settings) if settings.agent.handler == "llm" else echo_router())
+    root.include(commands_router(settings, root, access.is_admin if access else None))
+    llm = settings.agent.handler == "llm"
+    root.include(llm_router(settings) if llm else echo_router(settings.agent))
     return root
 
 
@@ -161,7 +165,7 @@ class Gateway:
             settings.memory.store, synchronous=settings.memory.sqlite_synchronous
         )
         self.access = Access(settings.access, self.store)
-        self.router = _guarded(router or load_router(settings), self.access)
+        self.router = _guarded(router or load_router(settings, self.access), self.access)
         try:
             self.jobs = load_jobs(settings)
             if scheduler:
@@ -248,6 +252,7 @@ class Gateway:
         if recovered:
             log.info("gateway.recovered", events=len(recovered))
         await self.dispatcher.submit(recovered)
+        await self.access.announce_owner(self.adapters)
         if self.http:
             for adapter in self.adapters.values():
                 adapter.routes(self.http.app)

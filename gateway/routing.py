@@ -119,6 +119,19 @@ class Router:
 
         return decorator
 
+    def commands(self) -> list[tuple[str, Route]]:
+        """Every ``/name`` this router (and its children) answers, in resolution order,
+        each with its route: what ``/help`` lists (a shadowed name is listed once)."""
+        found: dict[str, Route] = {}
+        for route in self._routes:
+            if route.name.startswith("command:"):
+                for name in route.name[len("command:") :].split("->")[0].split(","):
+                    found.setdefault(name, route)
+        for child in self._children:
+            for name, route in child.commands():
+                found.setdefault(name, route)
+        return list(found.items())
+
     # -- resolution ---------------------------------------------------------------
 
     def resolve(self, event: Event) -> tuple[Route, list[Middleware]] | None:

@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import TETHER, db_rows, make_settings, running, write_config
 from tether import Context, Router
+from tether.gateway.access import APPROVED_NOTICE
 
 
 def agent() -> Router:
@@ -101,12 +102,13 @@ async def test_admin_approves_pairing_from_the_chat(tmp_path: Path) -> None:
         [code_message] = await loop.wait_for_sent(1)
         code = code_message.message.text.rsplit(" ", 1)[1]
         await loop.say(f"/approve {code}", chat="1", user="root")
-        await loop.wait_for_sent(2)
+        approval = await loop.wait_for_sent(3)
         await loop.say("hi again", chat="7", user="7")
-        sent = await loop.wait_for_sent(3)
+        sent = await loop.wait_for_sent(4)
         await gateway.drain()
-    assert sent[1].message.text == "Approved loopback:7 (7)."
-    assert sent[2].message.text == "agent:hi again"
+    told = {(d.message.target.chat_id, d.message.text) for d in approval[1:]}
+    assert told == {("1", "Approved loopback:7 (7)."), ("7", APPROVED_NOTICE)}
+    assert sent[3].message.text == "agent:hi again"
 
 
 async def test_a_flood_is_handled_up_to_the_limit_with_one_notice(tmp_path: Path) -> None:

@@ -104,10 +104,10 @@ def test_chat_in_a_pipe_answers_and_history_survives_restart(tmp_path: Path) -> 
     path = tmp_path / "tether.yaml"
     path.write_text(f"memory: {{store: 'sqlite:///{tmp_path}/chat.db'}}\n")
     first = subprocess.run(
-        [TETHER, "chat", "-c", str(path)], input="hi\n/start now\n", capture_output=True, text=True
+        [TETHER, "chat", "-c", str(path)], input="hi\n/nope now\n", capture_output=True, text=True
     )
     assert first.returncode == 0, first.stderr
-    assert first.stdout == "hi\n/start now\n"
+    assert first.stdout == "hi\n/nope now\n"
     second = subprocess.run(
         [TETHER, "chat", "-c", str(path)], input="again\n", capture_output=True, text=True
     )
@@ -123,7 +123,7 @@ def test_chat_in_a_pipe_answers_and_history_survives_restart(tmp_path: Path) -> 
         finally:
             await store.close()
 
-    assert asyncio.run(history()) == ["hi", "hi", "/start now", "/start now", "again", "again"]
+    assert asyncio.run(history()) == ["hi", "hi", "/nope now", "/nope now", "again", "again"]
 
 
 # -- config that cannot blow up (issue 14) ---------------------------------------------
