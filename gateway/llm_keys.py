@@ -20,13 +20,18 @@ last 4 characters).
 from __future__ import annotations
 
 import time
+import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
+from prometheus_client.parser import text_string_to_metric_families
 
 from tether.backoff import equal_jitter
 from tether.gateway import metrics
+
+if TYPE_CHECKING:
+    from tether.config.schema import Settings
 
 log = structlog.get_logger("tether.llm")
 
@@ -71,6 +76,15 @@ def retry_after(response: Any) -> float | None:
         return None
 
 
+def key_ids(secrets: list[str]) -> list[str]:
+    """The masked id of each key; numbered where two keys end alike."""
+    ids: list[str] = []
+    for index, secret in enumerate(secrets):
+        key_id = mask(secret)
+        ids.append(f"{key_id}#{index + 1}" if key_id in ids else key_id)
+    return ids
+
+
 @dataclass(slots=True)
 class Key:
     secret: str
@@ -95,12 +109,8 @@ class KeyPool:
 
     def __init__(self, provider: str, secrets: list[str]) -> None:
         self.provider = provider
-        self.keys: list[Key] = []
-        for index, secret in enumerate(secrets):
-            key_id = mask(secret)
-            if any(k.id == key_id for k in self.keys):  # two keys ending alike
-                key_id = f"{key_id}#{index + 1}"
-            self.keys.append(Key(secret, key_id))
+        ids = key_ids(secrets)
+        self.keys = [Key(secret, key_id) for secret, key_id in zip(secrets, ids, strict=True)]
         self._next = 0
         for key in self.keys:
             metrics.LLM_KEY_STATE.labels(provider, key.id).set_function(key.current)
@@ -205,3 +215,36 @@ class Breaker:
     def released(self) -> None:
         """The probe ended without a verdict on the model (429, a refused key)."""
         self.probing = False
+
+
+def live_keys(settings: Settings, timeout: float = 2.0) -> list[dict[str, str]]:
+    """Every configured key by masked id, with its state in the running gateway, read from
+    its ``/metrics`` (``tether status`` is another process; the pool lives in the
+    gateway). ``unknown`` when the gateway does not answer or serves no HTTP."""
+    if settings.llm is None:
+        return []
+    states: dict[tuple[str, str], str] = {}
+    http = settings.http
+    if http.enabled:
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(http.host, http.host)
+        host = f"[{host}]" if ":" in host else host
+        try:
+            with urllib.request.urlopen(f"http://{host}:{http.port}/metrics", timeout=timeout) as r:
+                text = r.read().decode()
+        except (OSError, ValueError):
+            text = ""
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "tether_llm_key_state":
+                    where = (sample.labels["provider"], sample.labels["key"])
+                    states[where] = STATE_NAMES.get(int(sample.value), "unknown")
+    return [
+        {"provider": provider, "key": key_id, "state": states.get((provider, key_id), "unknown")}
+        for provider, cfg in settings.llm.providers.items()
+        for key_id in key_ids(cfg.keys())
+    ]
+
+
+def key_lines(keys: list[dict[str, str]]) -> list[str]:
+    """``tether status`` lines: one per key."""
+    return [f"llm key    {k['provider'] + ' ' + k['key']:<24} {k['state']}" for k in keys]

@@ -14,10 +14,11 @@ import pytest
 import structlog
 from prometheus_client import REGISTRY
 
-from tests.conftest import SECRETS, running
+from tests.conftest import SECRETS, make_settings, running
 from tests.fakes.openai_api import FakeOpenAI
 from tests.test_llm import db, fake, llm_section, llm_settings, turn
 from tether.config import ConfigError, load_text
+from tether.gateway.llm_keys import key_lines, live_keys
 
 __all__ = ["fake"]  # the fixture, shared with tests/test_llm.py
 
@@ -220,3 +221,32 @@ async def test_with_every_breaker_open_the_event_waits_for_the_probe(
         ("backup-model", 503),
         ("main-model", 200),  # the probe, not before the cooldown
     ]
+
+
+# -- tether status -----------------------------------------------------------------------
+
+
+async def test_the_running_gateway_reports_each_key_by_its_masked_id_and_state(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    one, two, _ = KEYS
+    fake.fail(429, key=one, retry_after="600")
+    fake.fail(401, key=two, times=None)
+    llm = pooled(fake, KEYS)
+    settings = make_settings(tmp_path, llm=llm, http={"enabled": True, "port": 0})
+    async with running(settings) as (gateway, adapter):
+        assert await turn(adapter, "hello") == "answer to: hello"
+        assert gateway.http is not None
+        # What `tether status` sees from another process: the config, and /metrics.
+        seen = make_settings(tmp_path, llm=llm, http={"enabled": True, "port": gateway.http.port})
+        keys = await asyncio.to_thread(live_keys, seen)
+    assert keys == [
+        {"provider": "fake", "key": "…1111", "state": "cooling"},
+        {"provider": "fake", "key": "…2222", "state": "revoked"},
+        {"provider": "fake", "key": "…3333", "state": "healthy"},
+    ]
+    lines = key_lines(keys)
+    assert lines[1].split() == ["llm", "key", "fake", "…2222", "revoked"]
+    assert not any(key in line for key in KEYS for line in lines)
+    stopped = await asyncio.to_thread(live_keys, seen)
+    assert {entry["state"] for entry in stopped} == {"unknown"}
