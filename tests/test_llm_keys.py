@@ -34,6 +34,12 @@ def pooled(fake: FakeOpenAI, keys: list[str], **extra: Any) -> dict[str, Any]:
     return section
 
 
+def limit_one_revoke_two(fake: FakeOpenAI, retry_after: str) -> None:
+    """Key 1 answers one 429 with ``retry_after``; key 2 answers 401 to every call."""
+    fake.fail(429, key=KEYS[0], retry_after=retry_after)
+    fake.fail(401, key=KEYS[1], times=None)
+
+
 def key_state(key: str) -> float | None:
     return REGISTRY.get_sample_value(
         "tether_llm_key_state", {"provider": "fake", "key": "…" + key[-4:]}
@@ -62,8 +68,7 @@ async def test_a_rate_limited_and_a_revoked_key_never_leave_a_message_unanswered
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     one, two, three = KEYS
-    fake.fail(429, key=one, retry_after="0.5")
-    fake.fail(401, key=two, times=None)
+    limit_one_revoke_two(fake, retry_after="0.5")
     settings = llm_settings(tmp_path, fake, pooled(fake, KEYS))
     with structlog.testing.capture_logs() as logs:
         async with running(settings) as (_gateway, adapter):
@@ -229,9 +234,7 @@ async def test_with_every_breaker_open_the_event_waits_for_the_probe(
 async def test_the_running_gateway_reports_each_key_by_its_masked_id_and_state(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
-    one, two, _ = KEYS
-    fake.fail(429, key=one, retry_after="600")
-    fake.fail(401, key=two, times=None)
+    limit_one_revoke_two(fake, retry_after="600")
     llm = pooled(fake, KEYS)
     settings = make_settings(tmp_path, llm=llm, http={"enabled": True, "port": 0})
     async with running(settings) as (gateway, adapter):
