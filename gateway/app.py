@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import fcntl
 import gc
-import importlib
 import os
 import signal
 import time
@@ -30,7 +29,7 @@ import structlog
 from tether.adapters.base import Adapter
 from tether.config.schema import Settings
 from tether.errors import GatewayError
-from tether.gateway import logs, metrics
+from tether.gateway import logs, metrics, plugin_path
 from tether.gateway.access import Access, Throttle, access_router
 from tether.gateway.agents import echo_router
 from tether.gateway.commands import commands_router
@@ -86,7 +85,7 @@ def _import_router(key: str, spec: str) -> Router:
     if not module_name or not attr:
         raise GatewayError(f"{key}: {spec!r} should be 'package.module:router'")
     try:
-        module = importlib.import_module(module_name)
+        module = plugin_path.import_module(module_name)
     except ImportError as exc:
         raise GatewayError(f"{key}: cannot import {module_name!r}: {exc}") from None
     except Exception as exc:

@@ -1,7 +1,7 @@
-"""``tether``: run, chat, check, status, pair, jobs, dead.
+"""tether: run, chat, check, init, status, pair, jobs, dead.
 
-Without ``-c``, ``./tether.yaml`` is used if present, else the built-in defaults
-(SQLite file ``tether.db``, console chat, echo agent).
+Without -c, ./tether.yaml is used if present, else the built-in defaults (SQLite file
+tether.db, console chat, echo agent). -c goes before or after the command.
 """
 
 from __future__ import annotations
@@ -13,18 +13,21 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from importlib import metadata
+from pathlib import Path
 from typing import TextIO
 
 import yaml
 
 from tether.config import ConfigError, Settings, load
 from tether.errors import GatewayError
-from tether.gateway import logs
+from tether.gateway import logs, plugin_path
 from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
+from tether.gateway.init import add_init_command
 from tether.gateway.start_errors import store_error
 from tether.memory.roles import PairingStore, ReportStore
 from tether.memory.store import Store
-from tether.memory.stores import open_store
+from tether.memory.stores import open_store, sqlite_path
 from tether.scheduler.cli import jobs_command
 from tether.scheduler.jobs import JobError, check_targets, load_jobs
 
@@ -33,13 +36,17 @@ EXIT_CONFIG = 2
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "init":
+        return int(args.func(args))  # writes a config: there is none to load yet
+    args.config = _config_path(args.config)
     try:
         settings = load(args.config)
     except ConfigError as exc:
         print(f"tether: invalid config\n{exc}", file=sys.stderr)
         return EXIT_CONFIG
+    plugin_path.use_config(args.config)
     level = settings.logging.level
-    if args.command == "chat" and sys.stdout.isatty() and not args.verbose:
+    if _quiet_terminal(args, settings):
         level = "warning"  # keep the conversation readable; logs stay on for scripts
     try:
         logs.configure(level, settings.logging.format, settings.secrets(), _log_stream(settings))
@@ -49,6 +56,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _config_path(given: str | None) -> str | None:
+    """The config file this run reads: ``-c``, else ./tether.yaml if present, else none."""
+    if given is None and Path("tether.yaml").exists():
+        return "tether.yaml"
+    return given
+
+
+def _quiet_terminal(args: argparse.Namespace, settings: Settings) -> bool:
+    """A person at a terminal sees the conversation, not four log lines per message:
+    ``chat`` (stdout a terminal) and ``run`` (logs to a terminal) show only warnings
+    there unless ``-v``; a log file or a pipe gets every line at the configured level."""
+    if getattr(args, "verbose", False):
+        return False
+    if args.command == "chat":
+        return sys.stdout.isatty()
+    return args.command == "run" and not settings.logging.file and sys.stderr.isatty()
 
 
 def _log_stream(settings: Settings) -> TextIO:
@@ -62,19 +87,27 @@ def _log_stream(settings: Settings) -> TextIO:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tether", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="tether", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"tether {_version()}")
+    config_help = "YAML config file (default: ./tether.yaml if present, else built-in defaults)"
+    parser.add_argument("-c", "--config", help=config_help)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, func: object, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help)
-        p.add_argument("-c", "--config", help="YAML config file (default: ./tether.yaml)")
+        p = sub.add_parser(name, help=help, description=help)
+        # SUPPRESS: an absent -c after the command keeps the one given before it.
+        p.add_argument("-c", "--config", default=argparse.SUPPRESS, help=config_help)
         p.set_defaults(func=func)
         return p
 
-    command("run", _run, "run every configured platform until SIGTERM/SIGINT")
+    run = command("run", _run, "run every configured platform until SIGTERM/SIGINT")
+    run.add_argument("-v", "--verbose", action="store_true", help="show all logs on a terminal")
     chat = command("chat", _chat, "chat in the terminal through the full pipeline")
     chat.add_argument("-v", "--verbose", action="store_true", help="show logs on a terminal")
     command("check", _check, "validate the config and print it with secrets masked")
+    add_init_command(sub)
     dead = command("dead", _dead, "inspect and retry dead letters")
     dead.add_argument("action", choices=["list", "show", "retry"])
     dead.add_argument("key", nargs="?", help="event key (or outbox key, for retry)")
@@ -89,11 +122,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    try:
+        return metadata.version("tether")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
+def _sources(settings: Settings, config: str | None) -> str:
+    """Which config and store a command used, the store's password masked."""
+    store = settings.masked()["memory"]["store"]
+    return f"config: {config or 'none (built-in defaults)'}, store: {store}"
+
+
 # -- run / chat --------------------------------------------------------------------
 
 
-def _run(settings: Settings, _args: argparse.Namespace) -> int:
-    gateway = Gateway(settings, build_adapters(settings))
+def _run(settings: Settings, args: argparse.Namespace) -> int:
+    adapters = build_adapters(settings)
+    if sys.stderr.isatty():  # a person watching: say what runs (scripts read the logs)
+        platforms = ", ".join(adapters) or "none"
+        print(f"tether: {_sources(settings, args.config)}, platforms: {platforms}", file=sys.stderr)
+    gateway = Gateway(settings, adapters)
     asyncio.run(gateway.run_until_signal())
     return 0
 
@@ -137,7 +187,7 @@ async def _chat_session(settings: Settings) -> None:
 # -- check -------------------------------------------------------------------------
 
 
-def _check(settings: Settings, _args: argparse.Namespace) -> int:
+def _check(settings: Settings, args: argparse.Namespace) -> int:
     load_router(settings)  # plugins must import
     adapters = build_adapters(settings)
     try:
@@ -145,15 +195,31 @@ def _check(settings: Settings, _args: argparse.Namespace) -> int:
     except JobError as exc:
         raise GatewayError(str(exc)) from None
     print(yaml.safe_dump(settings.masked(), sort_keys=False), end="")
-    print("config ok", file=sys.stderr)
+    print(f"config ok ({_sources(settings, args.config)})", file=sys.stderr)
     return 0
 
 
 # -- stores for the inspection commands ----------------------------------------------
 
 
-def _on_store(settings: Settings, action: Callable[[Store], Awaitable[int]]) -> int:
-    """Run ``action`` against the configured store (beside a running gateway is fine)."""
+def _on_store(
+    settings: Settings,
+    args: argparse.Namespace,
+    action: Callable[[Store], Awaitable[int]],
+    *,
+    create: bool = False,
+) -> int:
+    """Run ``action`` against the configured store (beside a running gateway is fine).
+
+    Only ``create`` may make a new SQLite file: a look into a store that does not exist
+    (the wrong directory, a mistyped path) is an error naming where it looked, not an
+    empty ``tether.db`` left behind and a report of zeros."""
+    url = settings.memory.store
+    if not create and url.startswith("sqlite://"):
+        path = sqlite_path(url)
+        if path != ":memory:" and not Path(path).exists():
+            shown = path if Path(path).is_absolute() else f"./{path}"
+            raise GatewayError(f"no store at {shown} (config: {args.config or 'none'})")
 
     async def run() -> int:
         store = open_store(settings.memory.store, synchronous=settings.memory.sqlite_synchronous)
@@ -163,6 +229,7 @@ def _on_store(settings: Settings, action: Callable[[Store], Awaitable[int]]) -> 
             with contextlib.suppress(Exception):
                 await store.close()  # a half-open store: its writer must not outlive us
             raise store_error(settings.memory.store, store, exc) from exc
+        print(f"tether: {_sources(settings, args.config)}", file=sys.stderr)
         try:
             return await action(store)
         finally:
@@ -175,7 +242,7 @@ def _on_store(settings: Settings, action: Callable[[Store], Awaitable[int]]) -> 
 
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:
-    return _on_store(settings, lambda store: _status_on(settings, store, args.json))
+    return _on_store(settings, args, lambda store: _status_on(settings, store, args.json))
 
 
 async def _status_on(settings: Settings, store: ReportStore, as_json: bool) -> int:
@@ -202,7 +269,10 @@ async def _status_on(settings: Settings, store: ReportStore, as_json: bool) -> i
         report = {
             "events": events,
             "outbox": sends,
-            "platforms": activity,
+            "platforms": {
+                platform: {what: _iso(when) for what, when in seen.items()}
+                for platform, seen in activity.items()
+            },
             "cron": cron,
             "spend_today": spend,
         }
@@ -233,7 +303,7 @@ def _pair(settings: Settings, args: argparse.Namespace) -> int:
     if args.action != "list" and not args.what:
         print(f"tether pair {args.action}: say what (a CODE, or platform:user)", file=sys.stderr)
         return EXIT_CONFIG
-    return _on_store(settings, lambda store: _pair_on(store, args))
+    return _on_store(settings, args, lambda store: _pair_on(store, args))
 
 
 async def _pair_on(store: PairingStore, args: argparse.Namespace) -> int:
@@ -268,6 +338,11 @@ def _when(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _iso(timestamp: float) -> str:
+    """JSON shows times as ISO 8601 in UTC: read by people and parsers alike."""
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).isoformat()
+
+
 # -- jobs --------------------------------------------------------------------------
 
 
@@ -275,7 +350,13 @@ def _jobs(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "run" and not args.id:
         print("tether jobs run: a job ID is required", file=sys.stderr)
         return EXIT_CONFIG
-    return _on_store(settings, lambda store: jobs_command(settings, store, args.action, args.id))
+    fire = args.action == "run"  # a manual fire on a new install waits in a new store
+    return _on_store(
+        settings,
+        args,
+        lambda store: jobs_command(settings, store, args.action, args.id),
+        create=fire,
+    )
 
 
 # -- dead --------------------------------------------------------------------------
@@ -285,7 +366,7 @@ def _dead(settings: Settings, args: argparse.Namespace) -> int:
     if args.action in ("show", "retry") and not args.key:
         print(f"tether dead {args.action}: a KEY is required", file=sys.stderr)
         return EXIT_CONFIG
-    return _on_store(settings, lambda store: _dead_on(store, args))
+    return _on_store(settings, args, lambda store: _dead_on(store, args))
 
 
 async def _dead_on(store: ReportStore, args: argparse.Namespace) -> int:
@@ -309,7 +390,7 @@ async def _dead_on(store: ReportStore, args: argparse.Namespace) -> int:
             "key": found.key,
             "conversation": found.conversation,
             "error": found.error,
-            "created": found.created,
+            "created": _iso(found.created),
             "event": json.loads(found.event.to_json()),
             "snapshot": found.snapshot,
             "traceback": found.traceback,

@@ -10,7 +10,6 @@ still does what it was fired to do.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from tether.config.schema import JobConfig, Settings
 from tether.events import Conversation, Event, Kind, Target
+from tether.gateway import plugin_path
 from tether.gateway.routing import Handler
 from tether.scheduler.cron import Schedule, stamp, trigger
 
@@ -156,7 +156,7 @@ def import_handler(spec: str) -> Handler:
         return found
     module_name, _, attr = spec.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = plugin_path.import_module(module_name)
     except ImportError as exc:
         raise ImportError(f"cannot import {module_name!r}: {exc}") from None
     function = getattr(module, attr, None)

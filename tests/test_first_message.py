@@ -5,16 +5,27 @@ edit is re-answered only when asked for (issue 23)."""
 from __future__ import annotations
 
 import re
+import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.conftest import make_settings, running
+from tests.conftest import ROOT, make_settings, merge, running
+from tests.fakes.discord_api import CHANNEL_ID, DM_CHANNEL_ID, FakeDiscord
+from tests.fakes.feishu_api import APP_ID as FEISHU_APP
+from tests.fakes.feishu_api import APP_SECRET as FEISHU_SECRET
+from tests.fakes.feishu_api import FakeFeishu, message_event
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
+from tether.config import Settings, load_text
 from tether.events import Event, Kind
 from tether.gateway.access import APPROVED_NOTICE, HINT
+from tether.gateway.app import Gateway, build_adapters
 from tether.gateway.llm_agent import EDITED
 
 OWNER_LINE = re.compile(r"send /owner ([A-Z0-9]{8}) to the bot")
@@ -186,3 +197,115 @@ async def test_the_llm_agent_leaves_an_edit_alone_unless_told(tmp_path: Path) ->
                 assert len(sent) == 1 and sent[0].startswith(EDITED) and fake.calls == 1
     finally:
         await fake.close()
+
+
+# -- every platform's setup section, followed as written -----------------------------------------
+
+
+def setup_section(page: str) -> str:
+    """The ``## Setup`` section of ``docs/{page}.md``: what a newcomer follows."""
+    text = (ROOT / "docs" / f"{page}.md").read_text()
+    return text.split("\n## Setup\n", 1)[1].split("\n## ", 1)[0]
+
+
+def setup_config(page: str, tmp_path: Path, **fake: Any) -> Settings:
+    """The setup section's YAML exactly as written, pointed at the fake platform (``fake``
+    merged into the platform's section) with the store in ``tmp_path``."""
+    block = re.search(r"```yaml\n(.*?)```", setup_section(page), re.DOTALL)
+    assert block, page
+    written = yaml.safe_load(textwrap.dedent(block.group(1)))
+    assert set(written["platforms"]) == {"console", page}
+    config = merge(written, {"platforms": {page: fake}})
+    config["memory"] = {"store": f"sqlite:///{tmp_path / 'tether.db'}"}
+    config["http"] = {"enabled": False}
+    return load_text(yaml.safe_dump(config))
+
+
+def documented(section: str, *answers: str) -> None:
+    """Each answer the bot gave is written in the setup section, word for word."""
+    flat = " ".join(section.split())
+    for answer in answers:
+        assert " ".join(answer.split()) in flat, answer
+
+
+@asynccontextmanager
+async def gateway_for(settings: Settings) -> AsyncIterator[Gateway]:
+    """The gateway ``tether run`` builds: the config's adapters, the default router."""
+    gateway = Gateway(settings, build_adapters(settings))
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.stop()
+
+
+async def test_the_telegram_setup_works_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = await FakeTelegram().start()
+    monkeypatch.setenv("TELEGRAM_TOKEN", fake.token)
+    settings = setup_config("telegram", tmp_path, base_url=fake.base_url, poll_timeout=1)
+    try:
+        async with gateway_for(settings) as gateway:
+            code = owner_code(capsys.readouterr().err)
+            fake.push(message=fake.message(42, f"/owner {code}"))
+            await fake.wait_for(lambda: len(fake.sent) >= 1)
+            hello = fake.push(message=fake.message(42, "hello"))
+            await fake.wait_for(lambda: len(fake.sent) >= 2)
+            await gateway.drain()
+    finally:
+        await fake.stop()
+    claimed, answered = fake.sent
+    assert answered["text"] == "hello"
+    assert answered["reply_parameters"]["message_id"] == hello["message"]["message_id"]
+    documented(setup_section("telegram"), "send /owner", claimed["text"], "answers `hello`")
+
+
+async def test_the_discord_setup_works_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = await FakeDiscord().start()
+    monkeypatch.setenv("DISCORD_TOKEN", fake.token)
+    section = {"api_base": fake.api_base, "gateway_url": fake.gateway_url}
+    settings = setup_config("discord", tmp_path, **section)
+    try:
+        async with gateway_for(settings) as gateway:
+            await fake.wait_for(lambda: fake.connected >= 1)
+            code = owner_code(capsys.readouterr().err)
+            await fake.say(CHANNEL_ID, "hello", mention_bot=True)  # before: a hint
+            await fake.wait_for(lambda: len(fake.sent) >= 1)
+            await fake.say(DM_CHANNEL_ID, f"/owner {code}")
+            await fake.wait_for(lambda: len(fake.sent) >= 2)
+            hello = await fake.say(CHANNEL_ID, "hello", mention_bot=True)
+            await fake.wait_for(lambda: len(fake.sent) >= 3)
+            await gateway.drain()
+    finally:
+        await fake.stop()
+    hint, claimed, answered = (sent["content"] for sent in fake.sent)
+    assert hint == HINT
+    assert answered == "@Tether hello"
+    assert str(fake.sent[2]["message_reference"]["message_id"]) == hello["id"]
+    documented(setup_section("discord"), hint, claimed, "answers `@Tether hello`")
+
+
+async def test_the_feishu_setup_works_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeFeishu().start()
+    monkeypatch.setenv("FEISHU_APP_SECRET", FEISHU_SECRET)
+    settings = setup_config("feishu", tmp_path, app_id=FEISHU_APP, domain=fake.domain)
+    try:
+        async with gateway_for(settings) as gateway:
+            adapter = gateway.adapters["feishu"]
+            await fake.until(lambda: adapter.connected)
+            code = owner_code(capsys.readouterr().err)
+            fake.push_event(message_event("om_1", f"/owner {code}", token=""))
+            await fake.until(lambda: len(fake.messages) >= 1)
+            fake.push_event(message_event("om_2", "hello", token=""))
+            await fake.until(lambda: len(fake.messages) >= 2)
+            await gateway.drain()
+    finally:
+        fake.stop()
+    claimed, answered = fake.messages
+    assert answered["content"] == {"text": "hello"} and answered["parent_id"] == "om_2"
+    documented(setup_section("feishu"), claimed["content"]["text"], "answers `hello`")

@@ -1,0 +1,244 @@
+"""The first hour on the command line: ``tether init``, plugins beside their config,
+inspection that never makes a store, ``--version``, ``-c`` anywhere, plain help, ISO
+times in JSON, and a quiet terminal under ``tether run`` (issue 23).
+
+Each test runs the installed ``tether`` console script as a subprocess, as a new user
+does: the environment has no ``PYTHONPATH`` pointing at the code under test's plugins
+unless the test says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import pty
+import signal
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, TETHER, make_settings, running, write_config
+from tests.fakes.cluster import free_port
+from tests.test_feishu import ready
+from tether import Context, Fatal, Router
+from tether.config import load
+
+SECRET = "7777777:AAH-secret-value-never-written"
+
+
+def tether(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TETHER, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60
+    )
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without PYTHONPATH: only what the command itself finds."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
+# -- tether init -------------------------------------------------------------------
+
+
+def test_init_writes_a_commented_config_with_references_not_secrets(tmp_path: Path) -> None:
+    path = tmp_path / "bot.yaml"
+    env = clean_env(TELEGRAM_TOKEN=SECRET)
+    args = ["init", "--platform", "telegram", "--platform", "discord"]
+    args += ["--owner", "telegram:12345", "--llm", "openai", "-o", str(path)]
+    done = tether(*args, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    text = path.read_text()
+    assert "${TELEGRAM_TOKEN}" in text and "${DISCORD_TOKEN}" in text
+    assert "${OPENAI_API_KEY}" in text and "\n# " in text[1:]  # commented
+    assert SECRET not in text + done.stdout + done.stderr
+    # It loads: with the variables set, it is a config `tether check` takes.
+    values = {"TELEGRAM_TOKEN": SECRET, "DISCORD_TOKEN": "d", "OPENAI_API_KEY": "k"}
+    settings = load(path, env=values)
+    assert settings.access.admins == ["telegram:12345"] == settings.access.allow
+    assert settings.platforms.telegram is not None and settings.platforms.discord is not None
+    assert not settings.platforms.console.enabled and settings.agent.handler == "llm"
+    checked = tether("check", "-c", str(path), cwd=tmp_path, env={**env, **values})
+    assert checked.returncode == 0, checked.stderr
+    # The next command names what is still unset, and the file to run.
+    [next_line] = [line for line in done.stdout.splitlines() if line.startswith("next:")]
+    assert "DISCORD_TOKEN=..." in next_line and "TELEGRAM_TOKEN" not in next_line
+    assert next_line.endswith(f"tether run -c {path}")
+
+
+def test_init_keeps_an_existing_file_unless_forced(tmp_path: Path) -> None:
+    (tmp_path / "tether.yaml").write_text("# mine\n")
+    refused = tether("init", cwd=tmp_path, env=clean_env())
+    assert refused.returncode != 0 and "--force" in refused.stderr
+    assert (tmp_path / "tether.yaml").read_text() == "# mine\n"
+    forced = tether("init", "--force", cwd=tmp_path, env=clean_env())
+    assert forced.returncode == 0, forced.stderr
+    assert "console" in (tmp_path / "tether.yaml").read_text()
+    assert forced.stdout.splitlines()[-1] == "next: tether run"
+    assert load(tmp_path / "tether.yaml").platforms.console.enabled
+
+
+def test_init_refuses_an_owner_on_a_platform_not_chosen(tmp_path: Path) -> None:
+    done = tether("init", "--platform", "discord", "--owner", "telegram:1", cwd=tmp_path)
+    assert done.returncode == 2 and "--owner" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- plugins import beside their config ------------------------------------------
+
+
+def test_plugins_and_job_handlers_import_from_the_configs_directory(tmp_path: Path) -> None:
+    package = tmp_path / "deploy" / "ourbot"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "handlers.py").write_text("from tether import Router\n\nrouter = Router()\n")
+    (package / "jobs.py").write_text("async def tick(ctx):\n    pass\n")
+    write_config(
+        tmp_path / "deploy",
+        plugins=["ourbot.handlers:router"],
+        jobs=[{"id": "tick", "cron": "0 8 * * *", "handler": "ourbot.jobs:tick"}],
+    )
+    done = tether("check", "-c", "deploy/tether.yaml", cwd=tmp_path, env=clean_env())
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_example_config_checks_from_the_repository_root() -> None:
+    done = tether("check", "-c", "examples/tether.yaml", cwd=ROOT, env=clean_env())
+    assert done.returncode == 0, done.stderr
+
+
+# -- inspection never creates a store --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["dead", "list"], ["pair", "list"], ["jobs", "list"]]
+)
+def test_inspection_in_an_empty_directory_creates_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    done = tether(*command, cwd=tmp_path, env=clean_env())
+    assert done.returncode != 0
+    assert done.stderr == "tether: no store at ./tether.db (config: none)\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_inspection_names_the_config_that_pointed_at_no_store(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    done = tether("status", "-c", str(config), cwd=tmp_path, env=clean_env())
+    assert done.returncode != 0
+    assert done.stderr == f"tether: no store at {tmp_path / 'tether.db'} (config: {config})\n"
+    assert list(tmp_path.iterdir()) == [config]
+
+
+# -- the command line itself -------------------------------------------------------
+
+
+def test_version() -> None:
+    done = tether("--version")
+    assert done.returncode == 0 and done.stdout == f"tether {metadata.version('tether')}\n"
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_config_before_or_after_the_command(tmp_path: Path, before: bool) -> None:
+    config = write_config(tmp_path, agent={"name": "Placed"})
+    args = ["-c", str(config), "check"] if before else ["check", "-c", str(config)]
+    done = tether(*args, cwd=tmp_path, env=clean_env())
+    assert done.returncode == 0, done.stderr
+    assert "name: Placed" in done.stdout and f"config: {config}" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["run"], ["chat"], ["check"], ["init"], ["status"], ["dead"], ["pair"], ["jobs"]],
+)
+def test_help_is_plain_text(command: list[str]) -> None:
+    done = tether(*command, "--help")
+    assert done.returncode == 0 and "usage: tether" in done.stdout
+    assert "`" not in done.stdout
+
+
+# -- JSON times --------------------------------------------------------------------
+
+
+def utc(text: str) -> dt.datetime:
+    when = dt.datetime.fromisoformat(text)
+    assert when.utcoffset() == dt.timedelta(0), text
+    return when
+
+
+async def test_json_output_shows_iso_times_and_says_what_it_read(tmp_path: Path) -> None:
+    router = Router()
+
+    @router.text()
+    async def refuse(ctx: Context) -> None:
+        raise Fatal("a dead letter, and its notice: something received and sent")
+
+    config = write_config(tmp_path)
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+    async with running(make_settings(tmp_path), router) as (gateway, loop):
+        dead = await loop.say("bad")
+        await loop.wait_for_sent(1)  # the dead notice
+        await gateway.drain()
+    status = await asyncio.to_thread(tether, "status", "--json", "-c", str(config))
+    assert status.returncode == 0, status.stderr
+    seen = json.loads(status.stdout)["platforms"]["loopback"]
+    assert before <= utc(seen["received"]) and before <= utc(seen["sent"])
+    assert status.stderr == f"tether: config: {config}, store: sqlite:///{tmp_path}/tether.db\n"
+    shown = await asyncio.to_thread(tether, "dead", "show", dead.key, "-c", str(config))
+    assert before <= utc(json.loads(shown.stdout)["created"])
+
+
+# -- tether run on a terminal ------------------------------------------------------
+
+
+async def run_on_a_terminal(tmp_path: Path, *flags: str) -> str:
+    """`tether run` with its stderr on a pseudo-terminal until a graceful stop: what the
+    person at that terminal saw."""
+    port = free_port()
+    config = write_config(
+        tmp_path, http={"enabled": True, "port": port}, logging={"format": "auto"}
+    )
+    terminal, side = pty.openpty()
+    proc = await asyncio.create_subprocess_exec(
+        TETHER, "run", *flags, "-c", str(config),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=side, env=clean_env(),
+    )  # fmt: skip
+    os.close(side)
+    try:
+        await ready(port, proc)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 60) == 0  # stopped by its own handler
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # EIO: the other side is closed and everything was read
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(terminal)
+    return seen.decode(errors="replace")
+
+
+async def test_run_on_a_terminal_shows_a_banner_and_only_warnings(tmp_path: Path) -> None:
+    seen = await run_on_a_terminal(tmp_path)
+    config = tmp_path / "tether.yaml"
+    banner = f"tether: config: {config}, store: sqlite:///{tmp_path}/tether.db, platforms: none"
+    assert seen.splitlines() == [banner]  # gateway.started & co. are info: not shown
+
+
+async def test_run_verbose_on_a_terminal_shows_every_log_line(tmp_path: Path) -> None:
+    seen = await run_on_a_terminal(tmp_path, "-v")
+    assert "gateway.started" in seen and "gateway.stopped" in seen
