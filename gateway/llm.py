@@ -41,7 +41,14 @@ from tether.config.schema import LLMModelConfig, Settings
 from tether.errors import BudgetExceeded, Fatal, Retryable
 from tether.events import Event
 from tether.gateway import metrics
-from tether.gateway.llm_keys import Breaker, Key, KeyPool, KeyProblem, retry_after
+from tether.gateway.llm_keys import (
+    Breaker,
+    Key,
+    KeyPool,
+    KeyProblem,
+    KeysRefused,
+    retry_after,
+)
 from tether.memory import tokens
 from tether.memory.conversation import ConversationMemory
 from tether.memory.records import UsageRecord
@@ -184,9 +191,12 @@ class LLM:
         scope: structlog.typing.FilteringBoundLogger,
     ) -> Completion:
         """The first answer of ``candidates`` in order, past the open circuit breakers;
-        Retryable when none answered (at a due probe when every one was skipped)."""
+        Retryable when none answered (at a due probe when every one was skipped), Fatal
+        when the only reason is that every key was refused (a model on another provider
+        is still tried first)."""
         errors: list[str] = []
         skipped: list[float] = []
+        refused: KeysRefused | None = None
         for index, candidate in enumerate(candidates):
             breaker = self.breakers[candidate]
             if not breaker.allows():
@@ -196,9 +206,13 @@ class LLM:
             estimate = tokens.count_messages(messages, self.encoding(candidate))
             try:
                 completion = await self.complete(candidate, messages, cap, estimate)
-            except Unavailable as exc:
-                breaker.failed()
-                errors.append(str(exc))
+            except (Unavailable, KeysRefused) as exc:
+                if isinstance(exc, KeysRefused):
+                    breaker.released()  # the keys failed, not the model
+                    refused = refused or exc
+                else:
+                    breaker.failed()
+                    errors.append(str(exc))
                 following = candidates[index + 1] if index + 1 < len(candidates) else None
                 scope.warning("llm.unavailable", error=str(exc), fallback=following)
                 continue
@@ -207,6 +221,8 @@ class LLM:
                 raise
             breaker.succeeded()
             return completion
+        if refused is not None and not errors and not skipped:
+            raise refused
         if not errors:
             raise Retryable(
                 "no model answered: every circuit breaker is open", retry_after=min(skipped)
@@ -235,7 +251,7 @@ class LLM:
         wait = pool.wait()
         if wait is None:
             why = f"HTTP {refused[-1]}" if refused else "401/402/403 earlier"
-            raise Fatal(
+            raise KeysRefused(
                 f"{name}: every API key of provider {provider!r} was refused ({why});"
                 " they are tried again after a reload"
             )

@@ -28,6 +28,7 @@ import structlog
 from prometheus_client.parser import text_string_to_metric_families
 
 from tether.backoff import equal_jitter
+from tether.errors import Fatal
 from tether.gateway import metrics
 
 if TYPE_CHECKING:
@@ -53,6 +54,11 @@ def mask(key: str) -> str:
     if not key:
         return "none"
     return "…" + key[-4:] if len(key) >= 16 else "…" + key[-max(1, len(key) // 4) :]
+
+
+class KeysRefused(Fatal):
+    """Every key of a model's provider was refused: a fallback on another provider may
+    still answer; if none does, the event is dead (until a reload brings new keys)."""
 
 
 class KeyProblem(Exception):

@@ -136,6 +136,28 @@ async def test_refused_keys_stay_out_until_a_new_llm_is_built(
     assert by_key(fake)[-1] == (1, 200)
 
 
+async def test_a_fallback_on_another_provider_answers_when_every_key_is_refused(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    one, two, three = KEYS
+    fake.fail(401, key=one, times=None)
+    fake.fail(403, key=two, times=None)
+    llm = pooled(fake, [one, two])
+    llm["providers"]["spare"] = {"base_url": fake.url, "api_key": three}
+    llm["models"]["backup"]["provider"] = "spare"
+    async with running(llm_settings(tmp_path, fake, llm)) as (_gateway, adapter):
+        assert await turn(adapter, "hello") == "answer to: hello"
+        assert await turn(adapter, "again") == "answer to: again"
+    assert [(r.model, r.status) for r in fake.requests] == [
+        ("main-model", 401),
+        ("main-model", 403),
+        ("backup-model", 200),
+        ("backup-model", 200),  # main's keys are out: no call to it at all
+    ]
+    with db(tmp_path) as conn:
+        assert set(conn.execute("SELECT status, attempts FROM inbox").fetchall()) == {("done", 1)}
+
+
 def test_api_key_and_api_keys_together_are_refused_and_every_key_is_a_secret() -> None:
     provider = {"base_url": "http://127.0.0.1:1/v1", "api_key": KEYS[0], "api_keys": KEYS[1:]}
     both = {"providers": {"p": provider}, "models": {"m": {"provider": "p", "model": "m"}}}
