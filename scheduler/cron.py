@@ -63,39 +63,40 @@ SHORTCUTS = {
 }
 #: Crontab's name for each field (seconds first), APScheduler's keyword, allowed numbers.
 _FIELDS = (
-    ("second", "second", "0-59"),
-    ("minute", "minute", "0-59"),
-    ("hour", "hour", "0-23"),
-    ("day-of-month", "day", "1-31"),
-    ("month", "month", "1-12"),
+    ("second", "second", (0, 59)),
+    ("minute", "minute", (0, 59)),
+    ("hour", "hour", (0, 23)),
+    ("day-of-month", "day", (1, 31)),
+    ("month", "month", (1, 12)),
 )
+_STEPPED = re.compile(r"^(?:\*|([0-9]+)(?:-([0-9]+))?)/([0-9]+)$")
 _SYNTAX = "use *, numbers, ranges 1-5, steps */15 and lists 1,3,5"
 
 
 @functools.lru_cache(maxsize=4096)
 def trigger(expr: str, timezone: str = "UTC", jitter: float | None = None) -> CrontabTrigger:
-    """The trigger for a crontab line: a CronTrigger, or an OrTrigger of two when both
-    day fields are restricted (Vixie cron's rule, see the module docstring).
+    """The trigger for a crontab line: one CronTrigger, or two (day of month, weekday)
+    when both day fields are restricted (Vixie cron's rule, see the module docstring).
 
     Cached: a trigger only computes (it is never changed after construction), building
     one costs ~50 µs, and thousands of jobs tend to share a handful of expressions.
     """
     fields = crontab_fields(expr)
+    for index, (name, keyword, numbers) in enumerate(_FIELDS):
+        fields[index] = _check_field(name, keyword, numbers, fields[index])
     second, minute, hour, day, month, weekday = fields
-    for (name, keyword, numbers), value in zip(_FIELDS, fields, strict=False):
-        _check_field(name, keyword, numbers, value)
     common = {"second": second, "minute": minute, "hour": hour, "month": month}
     days = crontab_weekdays(weekday)
     tz = zone(timezone)
     if day.startswith("*") or weekday.startswith("*"):
-        built = CrontabTrigger([CronTrigger(**common, day=day, day_of_week=days, timezone=tz)])
+        parts = [CronTrigger(**common, day=day, day_of_week=days, timezone=tz)]
     else:
         # Both sub-triggers spell out the other day field as ``*``: left out, APScheduler
         # would default ``day`` to 1 (it fills fields after the first given with minimums).
         by_date = CronTrigger(**common, day=day, day_of_week="*", timezone=tz)
         by_weekday = CronTrigger(**common, day="*", day_of_week=days, timezone=tz)
-        built = CrontabTrigger([by_date, by_weekday])
-    built.jitter = jitter or None
+        parts = [by_date, by_weekday]
+    built = CrontabTrigger(parts, jitter=jitter or None)
     # Every field parses, yet ``0 0 31 2 *`` (February 31st) matches no date: such a job
     # would be accepted and then silently never run. A schedule that fires at all fires
     # again within 28 years (when dates and weekdays repeat), so a fixed start will do.
@@ -127,14 +128,19 @@ class CrontabTrigger(OrTrigger):  # type: ignore[misc]  # APScheduler 3 has no t
         start = now
         if previous_fire_time is not None:  # the start CronTrigger itself would use
             start = min(now, previous_fire_time + _ONE_MICROSECOND)
-        fires = [part.get_next_fire_time(None, start) for part in self.triggers]
-        found = min((fire for fire in fires if fire is not None), default=None)
+        found = self._earliest(start)
         if found is None:
             return None
         for change in _offset_changes(found.tzinfo, start, found):
-            fires = [part.get_next_fire_time(None, change) for part in self.triggers]
-            found = min([found, *(fire for fire in fires if fire is not None)])
+            if change >= found:
+                break
+            found = min(found, self._earliest(change) or found)
         return self._apply_jitter(found, self.jitter, now)  # type: ignore[no-any-return]
+
+    def _earliest(self, start: datetime) -> datetime | None:
+        """The earliest fire any part finds from ``start`` (never before it)."""
+        fires = [part.get_next_fire_time(None, start) for part in self.triggers]
+        return min((fire for fire in fires if fire is not None and fire >= start), default=None)
 
 
 def _offset_changes(tz: tzinfo | None, start: datetime, end: datetime) -> Iterator[datetime]:
@@ -188,14 +194,16 @@ def crontab_fields(expr: str) -> list[str]:
     return words
 
 
-def _check_field(name: str, keyword: str, numbers: str, value: str) -> None:
-    """APScheduler's verdict on one field, in crontab's words and naming the field."""
+def _check_field(name: str, keyword: str, numbers: tuple[int, int], value: str) -> str:
+    """The field as APScheduler will take it, or APScheduler's verdict in crontab's words,
+    naming the field."""
+    value = ",".join(_short_step(item, *numbers) for item in value.split(","))
     try:
         CronTrigger(**{keyword: value})
     except ValueError as exc:
         text = str(exc)
         if "higher than the maximum value" in text or "lower than the minimum value" in text:
-            reason = f"must be {numbers}"
+            reason = "must be {}-{}".format(*numbers)
         elif "range must not be higher" in text:
             reason = "the range runs backwards"
         elif "Increment must be higher than 0" in text:
@@ -204,6 +212,19 @@ def _check_field(name: str, keyword: str, numbers: str, value: str) -> None:
             names = ", or names like jan" if keyword == "month" else ""
             reason = f"cannot read it ({_SYNTAX}{names})"
         raise ValueError(f"{name} {value!r}: {reason}") from None
+    return value
+
+
+def _short_step(item: str, low: int, high: int) -> str:
+    """A step longer than its range (``*/60`` minutes, ``5-6/3``) as the one value crontab
+    reads in it, the range's first: APScheduler refuses such a step, crontab does not."""
+    match = _STEPPED.match(item)
+    if not match:
+        return item
+    first, last, step = match.groups()  # ``*/k``: no first; ``a/k``: no last
+    start = low if first is None else int(first)
+    end = high if last is None else int(last)
+    return str(start) if low <= start <= end <= high and int(step) > end - start else item
 
 
 def crontab_weekdays(field: str) -> str:

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import hypothesis
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.conftest import write_config
 from tether.config import ConfigError, load_text
@@ -154,6 +157,7 @@ TABLE = [
     ("0 6 * * 5-7", "UTC", START),
     ("0 6 * * sat,sun", "Europe/Berlin", START),
     ("0 0 1-10/3 2-11/3 *", "UTC", START),
+    ("*/60 */24 1-2/5 * *", "UTC", START),  # steps longer than their range: the first value
     # daylight saving: the skipped and the repeated hour
     ("30 2 * * *", "Europe/Berlin", SPRING),
     ("30 2 * * *", "Europe/Berlin", AUTUMN),
@@ -288,3 +292,44 @@ def test_an_unknown_zone_is_one_plain_line() -> None:
         load_text("jobs:\n- {id: j, cron: '@daily', timezone: Mars/Olympus, handler: 'm:f'}\n")
     assert "jobs[0].timezone: unknown time zone 'Mars/Olympus'" in str(caught.value)
     assert "Value error" not in str(caught.value)
+
+
+# -- any crontab line, any zone: the table's comparison over generated lines --------------
+
+
+def crontab_field(low: int, high: int, names: list[str] | None = None) -> st.SearchStrategy[str]:
+    """One field as crontab writes it: ``*``, ``*/k``, ``a``, ``a-b``, ``a-b/k``, ``a,b``."""
+    value = st.integers(low, high)
+    word = value.map(str) if names is None else value.map(str) | st.sampled_from(names)
+    span = st.tuples(value, value).map(sorted).map(lambda pair: f"{pair[0]}-{pair[1]}")
+    step = st.integers(1, 4).map(str)
+    return st.one_of(
+        st.just("*"),
+        step.map(lambda k: f"*/{k}"),
+        word,
+        span,
+        st.tuples(span, step).map("/".join),
+        st.lists(word, min_size=2, max_size=3).map(",".join),
+    )
+
+
+crontab_lines = st.one_of(
+    st.sampled_from(sorted(SHORTCUTS)),
+    st.tuples(
+        crontab_field(0, 59),
+        crontab_field(0, 23),
+        crontab_field(1, 28),  # days every month has: a line that never fires is refused
+        crontab_field(1, 12, MONTHS),
+        crontab_field(0, 7, WEEKDAYS),
+    ).map(" ".join),
+)
+
+
+@given(
+    line=crontab_lines,
+    zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]),
+    start=st.datetimes(datetime(2026, 1, 1), datetime(2027, 12, 31), timezones=st.just(UTC)),
+)
+@hypothesis.settings(deadline=None)
+def test_any_line_fires_as_crontab(line: str, zone: str, start: datetime) -> None:
+    assert schedule_fires(line, zone, start) == reference_fires(line, zone, start)
