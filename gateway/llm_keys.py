@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -93,7 +93,7 @@ def key_ids(secrets: list[str]) -> list[str]:
 
 @dataclass(slots=True)
 class Key:
-    secret: str
+    secret: str = field(repr=False)  # never in a repr: tracebacks show locals
     id: str
     cooling_until: float = 0.0
     revoked: bool = False

@@ -18,7 +18,7 @@ from tests.conftest import SECRETS, make_settings, running
 from tests.fakes.openai_api import FakeOpenAI
 from tests.test_llm import db, fake, llm_section, llm_settings, turn
 from tether.config import ConfigError, load_text
-from tether.gateway.llm_keys import key_lines, live_keys
+from tether.gateway.llm_keys import KeyPool, key_lines, live_keys
 
 __all__ = ["fake"]  # the fixture, shared with tests/test_llm.py
 
@@ -170,6 +170,9 @@ def test_api_key_and_api_keys_together_are_refused_and_every_key_is_a_secret() -
     settings = load_text(_yaml(both))
     assert set(KEYS[1:]) <= set(settings.secrets())
     assert settings.masked()["llm"]["providers"]["p"]["api_keys"] == ["***", "***"]
+    pool = KeyPool("p", KEYS)
+    assert not any(key in repr(pool.keys) for key in KEYS)  # a traceback's locals
+    pool.forget()
 
 
 def _yaml(llm: dict[str, Any]) -> str:
