@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from apscheduler.triggers.cron import CronTrigger
-
 from tether.config.schema import JobConfig, Settings
 from tether.events import Conversation, Event, Kind, Target
 from tether.gateway import plugin_path
 from tether.gateway.routing import Handler
-from tether.scheduler.cron import Schedule, stamp, trigger
+from tether.scheduler.cron import CrontabTrigger, Schedule, stamp, trigger
 
 Action = Literal["text", "prompt", "handler"]
 #: The platform of every fire event; its conversation is the job's first deliver target.
@@ -67,7 +65,7 @@ class Job:
             platform=first.platform, chat_id=first.chat_id, thread_id=first.thread_id
         )
 
-    def wakeups(self) -> CronTrigger:
+    def wakeups(self) -> CrontabTrigger:
         """The trigger APScheduler sleeps on: the schedule plus jitter."""
         return trigger(self.config.cron, self.config.timezone, self.config.jitter)
 
