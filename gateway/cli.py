@@ -24,6 +24,8 @@ from tether.errors import GatewayError
 from tether.gateway import logs, plugin_path
 from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
 from tether.gateway.init import add_init_command
+from tether.gateway.llm_keys import key_lines, live_keys
+from tether.gateway.reload import RELOADED, request_reload
 from tether.gateway.start_errors import store_error
 from tether.memory.roles import PairingStore, ReportStore
 from tether.memory.store import Store
@@ -107,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     chat = command("chat", _chat, "chat in the terminal through the full pipeline")
     chat.add_argument("-v", "--verbose", action="store_true", help="show logs on a terminal")
     command("check", _check, "validate the config and print it with secrets masked")
+    command("reload", _reload, "make the running gateway re-read the config (SIGHUP)")
     add_init_command(sub)
     dead = command("dead", _dead, "inspect and retry dead letters")
     dead.add_argument("action", choices=["list", "show", "retry"])
@@ -143,7 +146,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     if sys.stderr.isatty():  # a person watching: say what runs (scripts read the logs)
         platforms = ", ".join(adapters) or "none"
         print(f"tether: {_sources(settings, args.config)}, platforms: {platforms}", file=sys.stderr)
-    gateway = Gateway(settings, adapters)
+    gateway = Gateway(settings, adapters, config_path=args.config)
     asyncio.run(gateway.run_until_signal())
     return 0
 
@@ -194,8 +197,28 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
         check_targets(load_jobs(settings), adapters)  # handlers import, targets are enabled
     except JobError as exc:
         raise GatewayError(str(exc)) from None
-    print(yaml.safe_dump(settings.masked(), sort_keys=False), end="")
+    # scrubbed too: a value read from a ${file:...} is a secret in any key
+    print(logs.redactor.scrub(yaml.safe_dump(settings.masked(), sort_keys=False)), end="")
     print(f"config ok ({_sources(settings, args.config)})", file=sys.stderr)
+    return 0
+
+
+def _reload(settings: Settings, args: argparse.Namespace) -> int:
+    """Validated here first (main loaded it), so a broken file is told at once; then the
+    running gateway re-reads it and its outcome is printed."""
+    load_router(settings)  # plugins must import
+    try:
+        load_jobs(settings)  # handlers import
+    except JobError as exc:
+        raise GatewayError(str(exc)) from None
+    outcome = request_reload(args.config)
+    if outcome.get("outcome") != RELOADED:
+        print(f"tether: reload failed, nothing changed\n{outcome.get('error')}", file=sys.stderr)
+        return 1
+    changed = ", ".join(outcome.get("changed") or []) or "nothing"
+    print(f"reloaded (pid {outcome['pid']}): changed {changed}")
+    for key in outcome.get("restart") or []:
+        print(f"{key} changed but needs a restart; it keeps its running value")
     return 0
 
 
@@ -265,6 +288,7 @@ async def _status_on(settings: Settings, store: ReportStore, as_json: bool) -> i
         "backlog": sum(outbox.get(s, 0) for s in ("pending", "sending", "retry_wait")),
         **{s: outbox.get(s, 0) for s in ("sent", "unknown", "dead")},
     }
+    keys = await asyncio.to_thread(live_keys, settings)
     if as_json:
         report = {
             "events": events,
@@ -275,6 +299,7 @@ async def _status_on(settings: Settings, store: ReportStore, as_json: bool) -> i
             },
             "cron": cron,
             "spend_today": spend,
+            "llm_keys": keys,
         }
         print(json.dumps(report, indent=2))
         return 0
@@ -287,6 +312,8 @@ async def _status_on(settings: Settings, store: ReportStore, as_json: bool) -> i
         print(f"{platform:<12} {received:<22} {sent}")
     for entry in cron[:10]:
         print(f"next fire  {entry['job']:<24} {entry['next_fire']}")
+    for line in key_lines(keys):
+        print(line)
     total = sum(m["tokens"] for m in spend.values())
     cost = sum(m["cost"] for m in spend.values())
     print(
