@@ -40,6 +40,7 @@ from tether.gateway.llm import LLM
 from tether.gateway.llm_agent import llm_router
 from tether.gateway.outbox import Outbox
 from tether.gateway.pipeline import Pipeline
+from tether.gateway.reload import Reloader
 from tether.gateway.routing import Router
 from tether.gateway.start_errors import encoding_error, listen_error, store_error
 from tether.memory import tokens
@@ -156,6 +157,7 @@ class Gateway:
         store: Store | None = None,
         http: bool | None = None,
         scheduler: bool = True,
+        config_path: str | None = None,
     ) -> None:
         self.settings = settings
         logs.redactor.update(settings.secrets())  # embedded use is scrubbed too, not just the CLI
@@ -200,6 +202,14 @@ class Gateway:
         )
         use_http = settings.http.enabled if http is None else http
         self.http = HttpServer(settings.http, self.readiness) if use_http else None
+        #: ``tether reload`` and SIGHUP: re-reads ``config_path``, swaps what can change.
+        self.reloader = Reloader(
+            self,
+            config_path,
+            lambda new, access: _guarded(router or load_router(new, access), access),
+            build_adapters,
+            schedule=scheduler,
+        )
         self._lock: IO[str] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._started: list[Adapter] = []
@@ -312,6 +322,7 @@ class Gateway:
         if not self._up:
             return
         self._up = False
+        await self.reloader.cancel()
         timeout = self.settings.pipeline.drain_timeout
         log.info("gateway.stopping", drain_timeout_s=timeout)
         if self.scheduler:
@@ -335,6 +346,7 @@ class Gateway:
                 await adapter.close()
             except Exception:
                 log.exception("adapter.close_failed", platform=adapter.platform)
+        await self.reloader.close()
         if self.http:
             await self.http.stop()
         if self.llm:
@@ -386,7 +398,9 @@ class Gateway:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig.name)
+        loop.add_signal_handler(signal.SIGHUP, self.reloader.request)
         await self.start()
+        self.reloader.announce()
         settle_heap()
         try:
             await stop.wait()
