@@ -79,7 +79,8 @@ def reference_fires(line: str, zone: str, start: datetime, count: int = 5) -> li
     """The first ``count`` fires at or after ``start``, by walking wall-clock minutes.
 
     Daylight saving as docs/cron.md states it: a wall time that does not exist (spring
-    forward) fires an hour later by the wall clock, i.e. at the old offset; a wall time
+    forward) fires at the offset before the change (an hour later by the wall clock, half
+    an hour on Lord Howe Island); a wall time
     that happens twice (fall back) fires at its first occurrence, and also at its second
     when the hour field is a wildcard.
     """
