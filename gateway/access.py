@@ -38,12 +38,12 @@ from typing import Any
 import structlog
 
 from tether.config.schema import AccessConfig, RateLimitConfig
-from tether.events import Event, Kind, Target
+from tether.events import Conversation, Event, Kind, Sender
 from tether.gateway import metrics
 from tether.gateway.context import Context
 from tether.gateway.ratelimit import TokenBucket
 from tether.gateway.routing import NextHandler, Route, Router
-from tether.memory.records import InboxRow
+from tether.memory.records import InboxRow, Pairing
 from tether.memory.roles import PairingStore
 
 log = structlog.get_logger("tether.access")
@@ -55,7 +55,7 @@ THROTTLED = "throttled"
 #: The pending owner code (one row; ``approved`` once used) and the admins it made.
 OWNER = ("tether.owner", "code")
 ADMIN = "tether.admin"
-#: Where to tell a person that their request was approved, when their DM is not their id.
+#: A person who asked and is still to be told when approved: the DM to tell them in.
 DM = "tether.dm"
 #: At most one access hint per person per group chat in this many seconds.
 HINT_EVERY = 3600.0
@@ -144,6 +144,7 @@ class Access:
             row = await self.store.request_pairing(platform, user_id, event.sender.name, fresh)
             await self.store.approve_pairing(row.code)
         await self.store.approve_pairing(owner.code)
+        await self.store.revoke_pairing(DM, who)  # an owner needs no "you're in" notice
         log.warning("access.owner_claimed", sender=who)
         return True
 
@@ -194,10 +195,34 @@ class Access:
         found = await self.store.request_pairing(
             event.platform, event.sender.id, event.sender.name, code
         )
-        if event.conversation.chat_id != event.sender.id:  # where the approval is told
-            marker = "".join(secrets.choice(_CODE_ALPHABET) for _ in range(8))
-            await self.store.request_pairing(DM, _who(event), event.conversation.chat_id, marker)
+        # Where to tell them once approved, and that they are still to be told.
+        marker = "".join(secrets.choice(_CODE_ALPHABET) for _ in range(8))
+        await self.store.request_pairing(DM, _who(event), event.conversation.chat_id, marker)
         return {"code": found.code, "new": found.code == code}
+
+    async def tell_approved(self, accept: Accept, platforms: Iterable[str]) -> None:
+        """Queue a notice for each person approved since they asked, however approved
+        (``/approve`` in a chat, ``tether pair approve`` in another process): an event
+        into the inbox, keyed on the approval, so the notice is durable and sent once even
+        when several instances look. Called periodically by the gateway."""
+        try:
+            pairings = await self.store.pairings()
+            waiting = {p.user_id: p.name for p in pairings if p.platform == DM}
+            enabled = set(platforms)
+            events = [
+                _approved_event(p, waiting[f"{p.platform}:{p.user_id}"])
+                for p in pairings
+                if p.status == "approved"
+                and p.platform in enabled
+                and f"{p.platform}:{p.user_id}" in waiting
+            ]
+            if not events:
+                return
+            await accept(events)
+            for event in events:
+                await self.store.revoke_pairing(DM, _who(event))
+        except Exception:
+            log.exception("access.tell_approved_failed")
 
     async def _hint_due(self, event: Event) -> bool:
         """One hint per person per group chat per hour; only for what was said to us."""
@@ -229,12 +254,14 @@ def access_router(access: Access) -> Router:
     async def approve(ctx: Context) -> None:
         code = ctx.event.args.strip()
         found = await ctx.step("approve", lambda: _approve(access.store, code))
-        if not found:
+        if found:
+            await ctx.reply(f"Approved {found}.")  # they are told by tell_approved
+        else:
             await ctx.reply(f"No pairing request with code {code!r}.")
-            return
-        await ctx.reply(f"Approved {found['who']}.")
-        with contextlib.suppress(ValueError):  # their platform is not enabled any more
-            await ctx.send(Target.parse(found["dm"]), APPROVED_NOTICE)
+
+    @router.on(Kind.SYSTEM, when=lambda event: event.meta.get("access") == "approved")
+    async def approved(ctx: Context) -> None:
+        await ctx.reply(APPROVED_NOTICE, quote=False)
 
     @router.command("owner")
     async def owner(ctx: Context) -> None:
@@ -253,22 +280,31 @@ def access_router(access: Access) -> Router:
     return router
 
 
-async def _approve(store: PairingStore, code: str) -> dict[str, str] | None:
-    """The approved person and the DM to tell them in (their id where the DM is not
-    recorded: on Telegram a private chat's id is the user's)."""
+async def _approve(store: PairingStore, code: str) -> str | None:
     found = await store.approve_pairing(code) if code else None
     if found is None or found.platform in (ADMIN, DM, OWNER[0]):
         return None
-    who = f"{found.platform}:{found.user_id}"
-    dm = await store.pairing(DM, who)
-    chat = dm.name if dm else found.user_id
-    return {"who": f"{who} ({found.name})", "dm": f"{found.platform}:{chat}"}
+    return f"{found.platform}:{found.user_id} ({found.name})"
+
+
+def _approved_event(pairing: Pairing, chat_id: str) -> Event:
+    """The notice's event: in the person's DM, from them (so it runs in their lane)."""
+    return Event(
+        key=f"access:approved:{pairing.platform}:{pairing.user_id}:{pairing.updated!r}",
+        platform=pairing.platform,
+        kind=Kind.SYSTEM,
+        conversation=Conversation(platform=pairing.platform, chat_id=chat_id, chat_type="dm"),
+        sender=Sender(id=pairing.user_id, name=pairing.name),
+        meta={"access": "approved"},
+    )
 
 
 def _who(event: Event) -> str:
     return f"{event.platform}:{event.sender.id}" if event.sender else event.platform
 
 
+#: ``Inbox.accept``: stores events (a duplicate key is ignored) and dispatches them.
+Accept = Callable[[list[Event]], Awaitable[object]]
 #: Commits events to the inbox (insert-or-ignore): the new row for each, None for a duplicate.
 Commit = Callable[[list[Event]], Awaitable[list[InboxRow | None]]]
 #: The keys among these that the inbox already holds.

@@ -286,6 +286,7 @@ class Gateway:
         interval = self.settings.pipeline.sweep_interval
         while True:
             await asyncio.sleep(interval)
+            await self.access.tell_approved(self.inbox.accept, self.adapters)
             if self.store.shared:
                 await self._sweep_shared()
             else:

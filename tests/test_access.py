@@ -55,11 +55,13 @@ async def test_unknown_dm_sender_gets_one_code_then_answers_once_approved(tmp_pa
         approved = await asyncio.to_thread(cli, "pair", "approve", code.lower(), "-c", str(config))
         assert approved.returncode == 0, approved.stderr
         assert "approved loopback:9" in approved.stdout
+        told = await loop.wait_for_sent(2)  # the gateway notices the CLI's approval
 
         await loop.say("now?", chat="9", user="9")
-        sent = await loop.wait_for_sent(2)
+        sent = await loop.wait_for_sent(3)
         await gateway.drain()
-    assert [d.message.text for d in sent[1:]] == ["agent:now?"]
+    assert (told[1].message.target.chat_id, told[1].message.text) == ("9", APPROVED_NOTICE)
+    assert [d.message.text for d in sent[2:]] == ["agent:now?"]
     assert "approved" in (await asyncio.to_thread(cli, "pair", "list", "-c", str(config))).stdout
 
 

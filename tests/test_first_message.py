@@ -4,7 +4,9 @@ edit is re-answered only when asked for (issue 23)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import subprocess
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, make_settings, merge, running
+from tests.conftest import ROOT, TETHER, make_settings, merge, running, write_config
 from tests.fakes.discord_api import CHANNEL_ID, DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.feishu_api import APP_ID as FEISHU_APP
 from tests.fakes.feishu_api import APP_SECRET as FEISHU_SECRET
@@ -136,6 +138,25 @@ async def test_an_admin_approval_is_told_to_the_person_who_asked(tmp_path: Path)
         await gateway.drain()
     told = {(d.message.target.chat_id, d.message.text) for d in sent[1:]}
     assert told == {("1", "Approved loopback:7 (7)."), ("dm-7", APPROVED_NOTICE)}
+
+
+async def test_an_approval_from_the_cli_is_told_once_by_the_running_gateway(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, access={"allow": [], "admins": ["loopback:root"]})
+    settings = load_text(config.read_text())
+    async with running(settings) as (gateway, adapter):
+        asked = await turn(adapter, "hi", chat="dm-7", user="7")
+        code = asked.rsplit(" ", 1)[1]
+        cli = [TETHER, "pair", "approve", code, "-c", str(config)]
+        done = await asyncio.to_thread(subprocess.run, cli, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        sent = await adapter.wait_for_sent(2)
+        await gateway.access.tell_approved(gateway.inbox.accept, gateway.adapters)  # again
+        await gateway.drain()
+        await gateway.outbox.flush(5)
+    told = [(d.message.target.chat_id, d.message.text) for d in adapter.sent[1:]]
+    assert told == [("dm-7", APPROVED_NOTICE)] and len(sent) == 2
 
 
 # -- a stranger in a group ---------------------------------------------------------------------
