@@ -151,7 +151,9 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _chat(settings: Settings, _args: argparse.Namespace) -> int:
+def _chat(settings: Settings, args: argparse.Namespace) -> int:
+    if sys.stdout.isatty():  # a person chatting: say which config and store hold the talk
+        print(f"tether: {_sources(settings, args.config)}", file=sys.stderr)
     asyncio.run(_chat_session(settings))
     return 0
 

@@ -106,6 +106,8 @@ def add_init_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def init_command(args: argparse.Namespace) -> int:
+    if args.platform is None and sys.stdin.isatty():
+        _ask(args)  # a person at a terminal without flags: the same choices, as questions
     path = Path(args.output)
     platforms = list(dict.fromkeys(args.platform or ["console"]))
     owners = list(dict.fromkeys(args.owner or []))
@@ -135,6 +137,32 @@ def init_command(args: argparse.Namespace) -> int:
     print(f"wrote {path} ({', '.join(platforms)}{', llm ' + args.llm if args.llm else ''})")
     print(next_command(text, path))
     return 0
+
+
+def _ask(args: argparse.Namespace) -> None:
+    """Fill the flags' answers from questions; Enter takes the default, EOF every default."""
+    args.platform = _choose(f"Platforms ({', '.join(PLATFORMS)}) [console]: ", PLATFORMS)
+    owner = _question("Your id to admit from the start, PLATFORM:USER (Enter: none): ")
+    args.owner = args.owner or ([owner] if owner else None)
+    llm = _choose(f"Answer with a model ({', '.join(LLM_PROVIDERS)}; Enter: echo): ", LLM_PROVIDERS)
+    args.llm = args.llm or (llm[0] if llm else None)
+
+
+def _choose(prompt: str, choices: tuple[str, ...]) -> list[str] | None:
+    """Names from ``choices`` (comma or space separated), asked again until they are."""
+    while True:
+        names = _question(prompt).replace(",", " ").split()
+        unknown = [name for name in names if name not in choices]
+        if not unknown:
+            return names or None
+        print(f"  not one of {', '.join(choices)}: {', '.join(unknown)}")
+
+
+def _question(prompt: str) -> str:
+    try:
+        return input(prompt).strip()
+    except EOFError:
+        return ""
 
 
 def render(platforms: list[str], owners: list[str], llm: str | None, path: Path) -> str:

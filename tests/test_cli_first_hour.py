@@ -34,7 +34,13 @@ def tether(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [TETHER, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60
+        [TETHER, *args],
+        stdin=subprocess.DEVNULL,  # never a terminal: no questions asked
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=60,
     )
 
 
@@ -89,6 +95,39 @@ def test_init_refuses_an_owner_on_a_platform_not_chosen(tmp_path: Path) -> None:
     done = tether("init", "--platform", "discord", "--owner", "telegram:1", cwd=tmp_path)
     assert done.returncode == 2 and "--owner" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def read_terminal(terminal: int) -> str:
+    """Everything written to a pseudo-terminal whose other side is closed."""
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # EIO: the other side is closed and everything was read
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(terminal)
+    return seen.decode(errors="replace")
+
+
+def test_init_on_a_terminal_asks_what_the_flags_say(tmp_path: Path) -> None:
+    terminal, side = pty.openpty()
+    answers = b"telegram, nope\ntelegram\ntelegram:4242\n\n"  # a wrong name is asked again
+    os.write(terminal, answers)
+    done = subprocess.run(
+        [TETHER, "init"], stdin=side, stdout=side, stderr=subprocess.PIPE,
+        cwd=tmp_path, env=clean_env(), timeout=60,
+    )  # fmt: skip
+    os.close(side)
+    seen = read_terminal(terminal)
+    assert done.returncode == 0, done.stderr
+    assert "not one of console, telegram, discord, feishu: nope" in seen
+    settings = load(tmp_path / "tether.yaml", env={"TELEGRAM_TOKEN": SECRET})
+    assert settings.platforms.telegram is not None and settings.agent.handler == "echo"
+    assert settings.access.admins == ["telegram:4242"]
+    assert "next: TELEGRAM_TOKEN=... tether run" in seen
 
 
 # -- plugins import beside their config ------------------------------------------
@@ -219,17 +258,7 @@ async def run_on_a_terminal(tmp_path: Path, *flags: str) -> str:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(terminal, 4096)
-        except OSError:  # EIO: the other side is closed and everything was read
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(terminal)
-    return seen.decode(errors="replace")
+    return read_terminal(terminal)
 
 
 async def test_run_on_a_terminal_shows_a_banner_and_only_warnings(tmp_path: Path) -> None:
@@ -242,3 +271,16 @@ async def test_run_on_a_terminal_shows_a_banner_and_only_warnings(tmp_path: Path
 async def test_run_verbose_on_a_terminal_shows_every_log_line(tmp_path: Path) -> None:
     seen = await run_on_a_terminal(tmp_path, "-v")
     assert "gateway.started" in seen and "gateway.stopped" in seen
+
+
+def test_chat_on_a_terminal_says_which_config_and_store(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    terminal, side = pty.openpty()
+    done = subprocess.run(
+        [TETHER, "chat", "-c", str(config)], stdin=subprocess.DEVNULL, stdout=side,
+        stderr=subprocess.PIPE, text=True, env=clean_env(), timeout=60,
+    )  # fmt: skip
+    os.close(side)
+    read_terminal(terminal)
+    assert done.returncode == 0
+    assert done.stderr == f"tether: config: {config}, store: sqlite:///{tmp_path}/tether.db\n"
