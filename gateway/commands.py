@@ -42,13 +42,13 @@ _INTROS = {
 }
 
 
-async def help_text(settings: Settings, listing: Router, admin: bool) -> str:
-    """The command list: the access commands, then ``listing``'s in resolution order."""
-    entries = [(name, only) for name, only in ACCESS_COMMANDS]
-    entries += [(name, route.admin) for name, route in listing.commands()]
+def help_text(settings: Settings, listing: Router, admin: bool) -> str:
+    """The command list: the access commands, then ``listing``'s in resolution order;
+    admin-only ones only for an admin."""
+    routes = dict(listing.commands())
+    entries = [*ACCESS_COMMANDS, *((name, route.admin) for name, route in routes.items())]
     lines = []
     seen: set[str] = set()
-    routes = dict(listing.commands())
     for name, only in entries:
         if name in seen or (only and not admin):
             continue
@@ -75,12 +75,12 @@ def commands_router(settings: Settings, listing: Router, is_admin: IsAdmin | Non
 
     @router.command("start")
     async def start(ctx: Context) -> None:
-        text = await help_text(settings, listing, await admin(ctx.event))
+        text = help_text(settings, listing, await admin(ctx.event))
         await ctx.reply(f"Hi, I'm {settings.agent.name}.\n\n{text}", quote=False)
 
     @router.command("help")
     async def help_(ctx: Context) -> None:
-        await ctx.reply(await help_text(settings, listing, await admin(ctx.event)), quote=False)
+        await ctx.reply(help_text(settings, listing, await admin(ctx.event)), quote=False)
 
     @router.command("remember")
     async def remember(ctx: Context) -> None:
