@@ -37,7 +37,9 @@ from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tether.config import ConfigError, load, load_text
 from tether.gateway import logs
 from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.context import Context
 from tether.gateway.reload import _read_state, state_path
+from tether.gateway.routing import Router
 
 FILE_TOKEN = "123456:FILE-token_from_a_secret_file"
 #: The same bot's token after the owner revoked the first one (same id, new secret).
@@ -407,3 +409,71 @@ async def test_tether_reload_and_sighup_on_a_running_gateway(
     assert not state_path(config).exists()  # a stopped gateway leaves no state behind
     code, _out, err = await _cli("reload", "-c", str(config))
     assert code == 1 and "no running gateway" in err
+
+
+async def test_an_event_in_flight_finishes_on_the_settings_it_started_with(
+    tmp_path: Path, telegram: FakeTelegram, openai: FakeOpenAI
+) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+    router = Router("persona-tests")
+
+    @router.text(r"^slow$")
+    async def slow(ctx: Context) -> None:
+        persona = ctx.llm.settings.agent.persona  # what this event started with
+        started.set()
+        await release.wait()
+        await ctx.reply(f"slow: {persona} / {ctx.llm.settings.agent.persona}")
+
+    @router.text(r"^quick$")
+    async def quick(ctx: Context) -> None:
+        await ctx.reply(f"quick: {ctx.llm.settings.agent.persona}")
+
+    both = [f"telegram:{ALICE}", f"telegram:{BOB}"]
+    config = write(tmp_path, telegram, openai, allow=both)
+    settings = load(config)
+    gateway = Gateway(settings, build_adapters(settings), router=router, config_path=str(config))
+    await gateway.start()
+    try:
+        say(telegram, ALICE, "slow")
+        async with asyncio.timeout(10):
+            await started.wait()
+        write(tmp_path, telegram, openai, persona="You are Beta.", allow=both)
+        assert await gateway.reloader.reload()
+        say(telegram, BOB, "quick")  # another conversation: runs while "slow" waits
+        await telegram.wait_for(lambda: len(telegram.sent) >= 1)
+        release.set()
+        await telegram.wait_for(lambda: len(telegram.sent) >= 2)
+        await gateway.drain()
+    finally:
+        await gateway.stop()
+
+    texts = [sent["text"] for sent in telegram.sent]
+    assert texts == [
+        "quick: You are Beta.",
+        "slow: You are Alpha. / You are Alpha.",
+    ]
+
+
+async def test_a_reload_that_adds_a_job_starts_a_scheduler_that_fires_it(
+    tmp_path: Path, telegram: FakeTelegram, openai: FakeOpenAI
+) -> None:
+    config = write(tmp_path, telegram, openai)
+    async with gateway_on(config) as gateway:
+        assert gateway.scheduler is None
+        job = {
+            "id": "tick",
+            "cron": "* * * * * *",
+            "text": "tick",
+            "deliver": [f"telegram:{ALICE}"],
+        }
+        write(tmp_path, telegram, openai, jobs=[job])
+        with structlog.testing.capture_logs() as captured:
+            assert await gateway.reloader.reload()
+        assert gateway.scheduler is not None
+        await telegram.wait_for(lambda: any(s["text"] == "tick" for s in telegram.sent))
+        write(tmp_path, telegram, openai)
+        assert await gateway.reloader.reload()
+        assert gateway.scheduler is None
+
+    (reloaded,) = events_named(captured, "config.reloaded")
+    assert reloaded["changed"] == ["jobs"]
