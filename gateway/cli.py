@@ -215,7 +215,8 @@ def _reload(settings: Settings, args: argparse.Namespace) -> int:
         raise GatewayError(str(exc)) from None
     outcome = request_reload(args.config)
     if outcome.get("outcome") != RELOADED:
-        print(f"tether: reload failed, nothing changed\n{outcome.get('error')}", file=sys.stderr)
+        error = logs.redactor.scrub(str(outcome.get("error")))
+        print(f"tether: reload failed, nothing changed\n{error}", file=sys.stderr)
         return 1
     changed = ", ".join(outcome.get("changed") or []) or "nothing"
     print(f"reloaded (pid {outcome['pid']}): changed {changed}")
