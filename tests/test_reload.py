@@ -399,13 +399,28 @@ async def test_tether_reload_and_sighup_on_a_running_gateway(
         assert state["outcome"] == "config.reloaded" and state["changed"] == ["agent", "access"]
         say(telegram, ALICE, "alice")
         await telegram.wait_for(lambda: len(telegram.sent) >= 2, timeout=30)
+        # An invalid file by SIGHUP: the gateway says why and keeps running as it was.
+        config.write_text(config.read_text().replace("persona:", "persona: [unclosed"))
+        os.kill(proc.pid, signal.SIGHUP)
+        state = await _announced(config, generation=3)
+        assert state["outcome"] == "config.reload_failed"
+        assert str(config) in state["error"] and "line" in state["error"]
+        # Valid, but the platform refuses the new token: tether reload says so, exit 1.
+        write(tmp_path, telegram, openai, persona="You are Delta.", token=NEW_TOKEN)
+        code, out, err = await _cli("reload", "-c", str(config))
+        assert code == 1 and "reload failed, nothing changed" in err
+        assert "platforms.telegram.token was rejected" in err
+        assert NEW_TOKEN.split(":", 1)[1] not in out + err
+        say(telegram, ALICE, "alice again")
+        await telegram.wait_for(lambda: len(telegram.sent) >= 3, timeout=30)
     finally:
         proc.send_signal(signal.SIGTERM)
         async with asyncio.timeout(60):
             await proc.wait()
     assert proc.returncode == 0, log.read_text()
-    assert answers(telegram) == collections.Counter(["bob", "alice"])
+    assert answers(telegram) == collections.Counter(["bob", "alice", "alice again"])
     assert "Gamma" in persona_of(openai, "alice")[0]
+    assert "Gamma" in persona_of(openai, "alice again")[0]
     assert not state_path(config).exists()  # a stopped gateway leaves no state behind
     code, _out, err = await _cli("reload", "-c", str(config))
     assert code == 1 and "no running gateway" in err
