@@ -44,9 +44,10 @@ COOLDOWN_CAP = 60.0
 HEALTHY, COOLING, REVOKED = 0, 1, 2
 STATE_NAMES = {HEALTHY: "healthy", COOLING: "cooling", REVOKED: "revoked"}
 
-#: Which pool a ``tether_llm_key_state`` series reads: a reload builds the new pool before
-#: the old one closes, and the old one must not remove the new one's series.
-_series_owner: dict[tuple[str, str], KeyPool] = {}
+#: The keys a ``tether_llm_key_state`` series may read, newest last: a reload builds its
+#: pool while the running one still serves (and closes it again if the reload fails), so
+#: the series reads the newest live pool and falls back when that one closes.
+_series: dict[tuple[str, str], list[Key]] = {}
 
 
 def mask(key: str) -> str:
@@ -119,8 +120,8 @@ class KeyPool:
         self.keys = [Key(secret, key_id) for secret, key_id in zip(secrets, ids, strict=True)]
         self._next = 0
         for key in self.keys:
+            _series.setdefault((provider, key.id), []).append(key)
             metrics.LLM_KEY_STATE.labels(provider, key.id).set_function(key.current)
-            _series_owner[provider, key.id] = self
 
     def order(self) -> list[Key]:
         """The keys to try for one call: the healthy ones, starting after the one the
@@ -164,11 +165,16 @@ class KeyPool:
         ]
 
     def forget(self) -> None:
-        """Drop this pool's series (a reload's pool sets its own)."""
+        """Stop publishing this pool's keys: their series go back to the pool that was
+        live before (a failed reload) or away (the last pool of those keys closed)."""
         for key in self.keys:
-            if _series_owner.get((self.provider, key.id)) is self:
-                del _series_owner[self.provider, key.id]
-                metrics.LLM_KEY_STATE.remove(self.provider, key.id)
+            where = (self.provider, key.id)
+            live = [k for k in _series.get(where, []) if k is not key]
+            if live:
+                _series[where] = live
+                metrics.LLM_KEY_STATE.labels(*where).set_function(live[-1].current)
+            elif _series.pop(where, None) is not None:
+                metrics.LLM_KEY_STATE.remove(*where)
 
 
 class Breaker:

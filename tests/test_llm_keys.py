@@ -7,6 +7,8 @@ retry-after on one, 401 on another; every request records the key it was made wi
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +16,11 @@ import pytest
 import structlog
 from prometheus_client import REGISTRY
 
-from tests.conftest import SECRETS, make_settings, running
+from tests.conftest import SECRETS, TETHER, make_settings, running, write_config
 from tests.fakes.openai_api import FakeOpenAI
 from tests.test_llm import db, fake, llm_section, llm_settings, turn
 from tether.config import ConfigError, load_text
-from tether.gateway.llm_keys import KeyPool, key_lines, live_keys
+from tether.gateway.llm_keys import KeyPool
 
 __all__ = ["fake"]  # the fixture, shared with tests/test_llm.py
 
@@ -40,9 +42,9 @@ def limit_one_revoke_two(fake: FakeOpenAI, retry_after: str) -> None:
     fake.fail(401, key=KEYS[1], times=None)
 
 
-def key_state(key: str) -> float | None:
+def key_state(key: str, provider: str = "fake") -> float | None:
     return REGISTRY.get_sample_value(
-        "tether_llm_key_state", {"provider": "fake", "key": "…" + key[-4:]}
+        "tether_llm_key_state", {"provider": provider, "key": "…" + key[-4:]}
     )
 
 
@@ -158,6 +160,18 @@ async def test_a_fallback_on_another_provider_answers_when_every_key_is_refused(
         assert set(conn.execute("SELECT status, attempts FROM inbox").fetchall()) == {("done", 1)}
 
 
+def test_a_pool_closed_after_a_failed_reload_leaves_the_running_pools_states() -> None:
+    running_pool = KeyPool("p", KEYS[:1])
+    running_pool.revoke(running_pool.keys[0], 401)
+    assert key_state(KEYS[0], "p") == 2
+    attempt = KeyPool("p", KEYS[:1])  # a reload builds its pool, then fails and closes it
+    assert key_state(KEYS[0], "p") == 0
+    attempt.forget()
+    assert key_state(KEYS[0], "p") == 2
+    running_pool.forget()
+    assert key_state(KEYS[0], "p") is None
+
+
 def test_api_key_and_api_keys_together_are_refused_and_every_key_is_a_secret() -> None:
     provider = {"base_url": "http://127.0.0.1:1/v1", "api_key": KEYS[0], "api_keys": KEYS[1:]}
     both = {"providers": {"p": provider}, "models": {"m": {"provider": "p", "model": "m"}}}
@@ -256,7 +270,7 @@ async def test_with_every_breaker_open_the_event_waits_for_the_probe(
 # -- tether status -----------------------------------------------------------------------
 
 
-async def test_the_running_gateway_reports_each_key_by_its_masked_id_and_state(
+async def test_tether_status_shows_each_key_by_its_masked_id_and_state(
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     limit_one_revoke_two(fake, retry_after="600")
@@ -265,16 +279,22 @@ async def test_the_running_gateway_reports_each_key_by_its_masked_id_and_state(
     async with running(settings) as (gateway, adapter):
         assert await turn(adapter, "hello") == "answer to: hello"
         assert gateway.http is not None
-        # What `tether status` sees from another process: the config, and /metrics.
-        seen = make_settings(tmp_path, llm=llm, http={"enabled": True, "port": gateway.http.port})
-        keys = await asyncio.to_thread(live_keys, seen)
-    assert keys == [
+        config = write_config(tmp_path, llm=llm, http={"enabled": True, "port": gateway.http.port})
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            command = [TETHER, *args, "-c", str(config)]
+            return subprocess.run(command, capture_output=True, text=True)
+
+        report = json.loads((await asyncio.to_thread(cli, "status", "--json")).stdout)
+        table = (await asyncio.to_thread(cli, "status")).stdout
+    assert report["llm_keys"] == [
         {"provider": "fake", "key": "…1111", "state": "cooling"},
         {"provider": "fake", "key": "…2222", "state": "revoked"},
         {"provider": "fake", "key": "…3333", "state": "healthy"},
     ]
-    lines = key_lines(keys)
-    assert lines[1].split() == ["llm", "key", "fake", "…2222", "revoked"]
-    assert not any(key in line for key in KEYS for line in lines)
-    stopped = await asyncio.to_thread(live_keys, seen)
-    assert {entry["state"] for entry in stopped} == {"unknown"}
+    lines = [line.split() for line in table.splitlines() if line.startswith("llm key")]
+    assert lines[1] == ["llm", "key", "fake", "…2222", "revoked"] and len(lines) == 3
+    assert not any(key in table for key in KEYS)
+
+    stopped = json.loads((await asyncio.to_thread(cli, "status", "--json")).stdout)
+    assert {entry["state"] for entry in stopped["llm_keys"]} == {"unknown"}
