@@ -19,7 +19,9 @@ from prometheus_client import REGISTRY
 from tests.conftest import SECRETS, TETHER, make_settings, running, write_config
 from tests.fakes.openai_api import FakeOpenAI
 from tests.test_llm import db, fake, llm_section, llm_settings, turn
-from tether.config import ConfigError, load_text
+from tether.adapters.loopback import LoopbackAdapter
+from tether.config import ConfigError, load, load_text
+from tether.gateway.app import Gateway
 from tether.gateway.llm_keys import KeyPool
 
 __all__ = ["fake"]  # the fixture, shared with tests/test_llm.py
@@ -158,6 +160,28 @@ async def test_a_fallback_on_another_provider_answers_when_every_key_is_refused(
     ]
     with db(tmp_path) as conn:
         assert set(conn.execute("SELECT status, attempts FROM inbox").fetchall()) == {("done", 1)}
+
+
+async def test_a_reload_gives_a_refused_key_another_chance(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    two = KEYS[1]
+    fake.fail(401, key=two, times=None)
+    config = write_config(tmp_path, llm=pooled(fake, KEYS[1:]))
+    adapter = LoopbackAdapter()
+    gateway = Gateway(load(config), {"loopback": adapter}, config_path=str(config))
+    await gateway.start()
+    try:
+        for n in range(4):
+            assert await turn(adapter, f"before {n}") == f"answer to: before {n}"
+        assert await gateway.reloader.reload()  # the same file: fresh key state
+        for n in range(2):
+            assert await turn(adapter, f"after {n}") == f"answer to: after {n}"
+    finally:
+        await gateway.stop()
+    refused = [i for i, r in enumerate(fake.requests) if r.api_key == two]
+    assert len(refused) == 2  # once before the reload, once after it
+    assert all(fake.requests[i].status == 401 for i in refused)
 
 
 def test_a_pool_closed_after_a_failed_reload_leaves_the_running_pools_states() -> None:
