@@ -16,34 +16,27 @@ sends ``/owner CODE`` first becomes an admin and allowed. Both facts are pairing
 under reserved platforms (``tether.owner``, ``tether.admin``), so they are durable, need
 no schema of their own, and the code survives restarts until it is used.
 
-``Throttle`` runs at the inbox, at arrival time, on new events only (a redelivery spends
-nothing): a flood from one sender beyond the rate limit is stored but marked, handled as
-a no-op, and answered with one notice.
+The per-sender flood limit is not here: it is decided at the inbox, on new events only
+(:mod:`tether.gateway.throttle`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import fnmatch
 import re
 import secrets
 import sys
 import time
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import structlog
 
-from tether.config.schema import AccessConfig, RateLimitConfig
+from tether.config.schema import AccessConfig
 from tether.events import Conversation, Event, Kind, Sender
-from tether.gateway import metrics
 from tether.gateway.context import Context
-from tether.gateway.ratelimit import TokenBucket
 from tether.gateway.routing import NextHandler, Route, Router
-from tether.memory.records import InboxRow, Pairing
+from tether.memory.records import Pairing
 from tether.memory.roles import PairingStore
 
 log = structlog.get_logger("tether.access")
@@ -51,19 +44,19 @@ log = structlog.get_logger("tether.access")
 #: Platforms whose events come from the operator or from Tether itself.
 TRUSTED_PLATFORMS = frozenset({"console", "cron"})
 _CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
-THROTTLED = "throttled"
 #: The pending owner code (one row; ``approved`` once used) and the admins it made.
 OWNER = ("tether.owner", "code")
 ADMIN = "tether.admin"
 #: A person who asked and is still to be told when approved: the DM to tell them in.
 DM = "tether.dm"
+#: Pairing rows under these platforms are Tether's own bookkeeping, not requests.
+RESERVED = "tether."
 #: At most one access hint per person per group chat in this many seconds.
 HINT_EVERY = 3600.0
 HINT = "I only answer people the bot's owner let in. Message me directly to ask for access."
 APPROVED_NOTICE = (
     "You're in: the bot's owner approved you. Write to me anytime; /help lists what I can do."
 )
-THROTTLE_NOTICE = "You are sending messages faster than I can take them; I skipped some."
 
 
 class Patterns:
@@ -103,7 +96,7 @@ class Access:
             return False
         if self.admins.match(event):
             return True
-        found = await self.store.pairing(ADMIN, _who(event))
+        found = await self.store.pairing(ADMIN, sender_name(event))
         return found is not None and found.status == "approved"
 
     async def announce_owner(self, platforms: Iterable[str]) -> str | None:
@@ -132,7 +125,7 @@ class Access:
         The sender's rows are written before the code is spent, so a re-run after a crash
         in between still finds this sender the owner."""
         assert event.sender is not None
-        who = _who(event)
+        who = sender_name(event)
         admin = await self.store.pairing(ADMIN, who)
         if admin is not None and admin.status == "approved":
             return True
@@ -167,26 +160,28 @@ class Access:
         if route.name.startswith("command:owner->"):
             return await handler(event, data)  # how the first person gets in at all
         if route.admin and not await self.is_admin(event):
-            ctx.log.warning("access.refused", route=route.name, sender=_who(event))
+            ctx.log.warning("access.refused", route=route.name, sender=sender_name(event))
             await ctx.reply("Only the bot's admins can do that.")
             return None
         if await self.admitted(event):
             return await handler(event, data)
         if not (self.config.pairing and event.conversation.chat_type == "dm" and event.sender):
-            ctx.log.info("access.denied", sender=_who(event))
+            ctx.log.info("access.denied", sender=sender_name(event))
             if self.config.pairing and await ctx.step("access.hint", lambda: self._hint_due(event)):
                 await ctx.reply(HINT, quote=False)
             return None
         request = await ctx.step("access.pairing", lambda: self._request(event))
         if request["new"]:
-            ctx.log.info("access.pairing_requested", sender=_who(event), code=request["code"])
+            ctx.log.info(
+                "access.pairing_requested", sender=sender_name(event), code=request["code"]
+            )
             await ctx.reply(
                 "I don't know you yet. Ask the owner of this bot to run:\n"
                 f"tether pair approve {request['code']}",
                 quote=False,
             )
         else:
-            ctx.log.info("access.pending", sender=_who(event))
+            ctx.log.info("access.pending", sender=sender_name(event))
         return None
 
     async def _request(self, event: Event) -> dict[str, Any]:
@@ -197,7 +192,7 @@ class Access:
         )
         # Where to tell them once approved, and that they are still to be told.
         marker = "".join(secrets.choice(_CODE_ALPHABET) for _ in range(8))
-        await self.store.request_pairing(DM, _who(event), event.conversation.chat_id, marker)
+        await self.store.request_pairing(DM, sender_name(event), event.conversation.chat_id, marker)
         return {"code": found.code, "new": found.code == code}
 
     async def tell_approved(self, accept: Accept, platforms: Iterable[str]) -> None:
@@ -220,7 +215,7 @@ class Access:
                 return
             await accept(events)
             for event in events:
-                await self.store.revoke_pairing(DM, _who(event))
+                await self.store.revoke_pairing(DM, sender_name(event))
         except Exception:
             log.exception("access.tell_approved_failed")
 
@@ -270,7 +265,7 @@ def access_router(access: Access) -> Router:
         if event.sender is None or not await ctx.step(
             "access.owner", lambda: access.claim_owner(event, code)
         ):
-            ctx.log.info("access.owner_refused", sender=_who(event))
+            ctx.log.info("access.owner_refused", sender=sender_name(event))
             await ctx.reply("That is not a valid owner code.")
             return
         await ctx.reply(
@@ -299,180 +294,10 @@ def _approved_event(pairing: Pairing, chat_id: str) -> Event:
     )
 
 
-def _who(event: Event) -> str:
-    return f"{event.platform}:{event.sender.id}" if event.sender else event.platform
-
-
 #: ``Inbox.accept``: stores events (a duplicate key is ignored) and dispatches them.
 Accept = Callable[[list[Event]], Awaitable[object]]
-#: Commits events to the inbox (insert-or-ignore): the new row for each, None for a duplicate.
-Commit = Callable[[list[Event]], Awaitable[list[InboxRow | None]]]
-#: The keys among these that the inbox already holds.
-Lookup = Callable[[list[str]], Awaitable[set[str]]]
 
 
-@dataclass(slots=True, eq=False)
-class _Sender:
-    """One sender's flood state, and the lock that orders the decisions about them."""
-
-    bucket: TokenBucket
-    #: This flood has had its notice; cleared when a message passes again.
-    noticed: bool = False
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    #: Accepts holding or waiting for ``lock``: the state is forgotten only at zero.
-    users: int = 0
-
-
-@dataclass(slots=True)
-class _Decision:
-    """What marking one event did to its sender, so that a duplicate can take it back."""
-
-    index: int
-    sender: _Sender
-    took: bool
-
-
-class Throttle:
-    """Per-sender token buckets, decided at arrival, for new events only.
-
-    A platform's redelivery is a duplicate at the inbox and must change nothing: it spends
-    none of the sender's budget and never takes the flood notice, or a sender whose
-    messages Feishu pushed three times would be throttled for messages they really sent.
-    So the decision is made as if the inbox's dedup came first. Decisions about one sender
-    are made under their lock (held until the commit returns), and whatever a duplicate
-    decided is taken back once the store has said it was one: exact when each sender has
-    one event in the batch or the budget covers all of theirs (a webhook, a normal
-    poll). A batch that the budget does not cover (a poller re-reading its last batch
-    into a flood) asks the store for the known keys first and decides only the others.
-
-    The excess is marked, not dropped: the decision travels with the stored event
-    (``meta["throttled"]``), so a re-run after a crash or a redelivery after a restart
-    sees the same one; the pipeline handles it as a no-op and answers the flood's first
-    throttled message with one notice.
-    """
-
-    def __init__(self, config: RateLimitConfig) -> None:
-        self.config = config
-        self._senders: dict[str, _Sender] = {}
-        self._swept = time.monotonic()
-
-    def counts(self, event: Event) -> bool:
-        """Does the flood limit apply? Not to the operator, cron, or an unknown sender."""
-        return (
-            bool(self.config.messages)
-            and event.sender is not None
-            and event.platform not in TRUSTED_PLATFORMS
-        )
-
-    async def admit(
-        self, events: Sequence[Event], commit: Commit, known: Lookup
-    ) -> list[InboxRow | None]:
-        """Commit ``events`` through ``commit``, the new ones marked where over the limit."""
-        counted = [event for event in events if self.counts(event)]
-        if not counted:
-            return await commit(list(events))
-        async with self._holding(counted):
-            seen = set() if self._covers(counted) else await known([e.key for e in counted])
-            senders = {self._senders[_who(event)] for event in counted}
-            initial = {sender: sender.noticed for sender in senders}
-            marked, decisions = self._mark(events, seen)
-            rows: list[InboxRow | None] | None = None
-            try:
-                rows = await commit(marked)
-            finally:
-                self._settle(decisions, rows, initial)
-        for decision in decisions:
-            row = rows[decision.index]
-            if row is not None and not decision.took:
-                metrics.THROTTLED.labels(row.event.platform).inc()
-                notice = row.event.meta.get(THROTTLED) == "notice"
-                log.warning("event.throttled", key=row.key, sender=_who(row.event), notice=notice)
-        return rows
-
-    @contextlib.asynccontextmanager
-    async def _holding(self, events: list[Event]) -> AsyncIterator[None]:
-        """Hold the locks of every sender in ``events``, taken in name order (no deadlock)."""
-        senders = []
-        for who in sorted({_who(event) for event in events}):
-            sender = self._sender(who)
-            sender.users += 1  # before the next lookup may sweep
-            senders.append(sender)
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                for sender in senders:
-                    await stack.enter_async_context(sender.lock)
-                yield
-        finally:
-            for sender in senders:
-                sender.users -= 1
-
-    def _covers(self, events: list[Event]) -> bool:
-        """Is every decision here the same whichever of them turn out to be duplicates?"""
-        per_sender = Counter(_who(event) for event in events)
-        for who, count in per_sender.items():
-            bucket = self._senders[who].bucket
-            if count > 1 and (bucket.delay() > 0 or bucket.tokens < count):
-                return False
-        return True
-
-    def _mark(self, events: Sequence[Event], seen: set[str]) -> tuple[list[Event], list[_Decision]]:
-        """Decide every counted event not ``seen`` (and each key once)."""
-        seen = set(seen)
-        marked: list[Event] = []
-        decisions: list[_Decision] = []
-        for index, event in enumerate(events):
-            if not self.counts(event) or event.key in seen:
-                marked.append(event)
-                continue
-            seen.add(event.key)
-            sender = self._senders[_who(event)]
-            took = sender.bucket.delay() <= 0
-            decisions.append(_Decision(index, sender, took))
-            if took:
-                sender.bucket.take()
-                sender.noticed = False
-                marked.append(event)
-                continue
-            verdict = "drop" if sender.noticed else "notice"
-            sender.noticed = True
-            marked.append(event.model_copy(update={"meta": {**event.meta, THROTTLED: verdict}}))
-        return marked, decisions
-
-    def _settle(
-        self,
-        decisions: list[_Decision],
-        rows: list[InboxRow | None] | None,
-        initial: dict[_Sender, bool],
-    ) -> None:
-        """Take back what the events that were not stored (duplicates; all, if the commit
-        failed) decided: their tokens, and the notice state they left behind."""
-        noticed = dict(initial)
-        for decision in decisions:
-            bucket = decision.sender.bucket
-            if rows is None or rows[decision.index] is None:
-                if decision.took:
-                    bucket.tokens = min(bucket.burst, bucket.tokens + 1)
-            else:
-                noticed[decision.sender] = not decision.took
-        for sender, value in noticed.items():
-            sender.noticed = value
-
-    def _sender(self, who: str) -> _Sender:
-        sender = self._senders.get(who)
-        if sender is None:
-            self._forget_idle()
-            rate = self.config.messages / self.config.per_seconds
-            sender = self._senders[who] = _Sender(TokenBucket(rate, self.config.messages))
-        return sender
-
-    def _forget_idle(self) -> None:
-        """Drop full buckets now and then, so one-off senders do not accumulate."""
-        now = time.monotonic()
-        if now - self._swept < self.config.per_seconds:
-            return
-        self._swept = now
-        for who, sender in list(self._senders.items()):
-            bucket = sender.bucket
-            idle = sender.users == 0 and bucket.delay() <= 0
-            if idle and bucket.tokens >= bucket.burst - 1e-9:
-                del self._senders[who]
+def sender_name(event: Event) -> str:
+    """``platform:sender id``, the name access and the flood limit know a sender by."""
+    return f"{event.platform}:{event.sender.id}" if event.sender else event.platform

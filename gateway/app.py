@@ -30,7 +30,7 @@ from tether.adapters.base import Adapter
 from tether.config.schema import Settings
 from tether.errors import GatewayError
 from tether.gateway import logs, metrics, plugin_path
-from tether.gateway.access import Access, Throttle, access_router
+from tether.gateway.access import Access, access_router
 from tether.gateway.agents import echo_router
 from tether.gateway.commands import commands_router
 from tether.gateway.dispatcher import Dispatcher
@@ -43,6 +43,7 @@ from tether.gateway.pipeline import Pipeline
 from tether.gateway.reload import Reloader
 from tether.gateway.routing import Router
 from tether.gateway.start_errors import encoding_error, listen_error, store_error
+from tether.gateway.throttle import Throttle
 from tether.memory import tokens
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store

@@ -22,6 +22,7 @@ import yaml
 from tether.config import ConfigError, Settings, load
 from tether.errors import GatewayError
 from tether.gateway import logs, plugin_path
+from tether.gateway.access import RESERVED
 from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
 from tether.gateway.init import add_init_command
 from tether.gateway.llm_keys import key_lines, live_keys
@@ -337,8 +338,9 @@ def _pair(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _pair_on(store: PairingStore, args: argparse.Namespace) -> int:
+    # The owner code and who-to-tell rows are bookkeeping: never listed, never approved here.
+    pairings = [p for p in await store.pairings() if not p.platform.startswith(RESERVED)]
     if args.action == "list":
-        pairings = await store.pairings()
         if not pairings:
             print("no pairing requests")
             return 0
@@ -350,6 +352,9 @@ async def _pair_on(store: PairingStore, args: argparse.Namespace) -> int:
             )
         return 0
     if args.action == "approve":
+        if not any(p.code == args.what.strip().upper() for p in pairings):
+            print(f"no pairing request with code {args.what!r}", file=sys.stderr)
+            return 1
         found = await store.approve_pairing(args.what)
         if found is None:
             print(f"no pairing request with code {args.what!r}", file=sys.stderr)

@@ -14,8 +14,8 @@ import structlog
 from tether.adapters.untrusted import unstorable
 from tether.events import Event
 from tether.gateway import metrics
-from tether.gateway.access import Throttle
 from tether.gateway.dispatcher import Dispatcher
+from tether.gateway.throttle import Throttle
 from tether.memory.records import InboxRow
 from tether.memory.roles import InboxStore
 

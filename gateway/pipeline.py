@@ -27,12 +27,12 @@ from tether.config.schema import PipelineConfig
 from tether.errors import BudgetExceeded, Fatal, Retryable
 from tether.events import REPLY_META, OutMessage
 from tether.gateway import metrics
-from tether.gateway.access import THROTTLE_NOTICE, THROTTLED
 from tether.gateway.context import Context
 from tether.gateway.llm import LLM
 from tether.gateway.logs import redactor
 from tether.gateway.routing import Router, call
 from tether.gateway.splitting import split_text
+from tether.gateway.throttle import THROTTLE_NOTICE, THROTTLED
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow
 from tether.memory.roles import EventStore, OutboxStore
 

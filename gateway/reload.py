@@ -41,12 +41,13 @@ from tether.config import ConfigError, load
 from tether.config.schema import Settings
 from tether.errors import GatewayError
 from tether.gateway import metrics
-from tether.gateway.access import Access, Throttle
+from tether.gateway.access import Access
 from tether.gateway.inbox import Inbox
 from tether.gateway.llm import LLM
 from tether.gateway.logs import redactor
 from tether.gateway.pipeline import Pipeline
 from tether.gateway.routing import Router
+from tether.gateway.throttle import Throttle
 from tether.memory.store import Store
 from tether.scheduler.jobs import Job, JobError, check_targets, load_jobs
 from tether.scheduler.routing import with_jobs

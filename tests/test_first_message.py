@@ -120,6 +120,31 @@ async def test_the_first_start_prints_an_owner_code_that_makes_its_sender_admin_
         assert "/owner" not in capsys.readouterr().err  # an owner exists: no new code
 
 
+async def test_the_cli_neither_lists_nor_approves_the_owner_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, access=NOBODY)
+    async with running(load_text(config.read_text())) as (_gateway, adapter):
+        code = owner_code(capsys.readouterr().err)
+        listed = await asyncio.to_thread(
+            subprocess.run,
+            [TETHER, "pair", "list", "-c", str(config)],
+            capture_output=True,
+            text=True,
+        )
+        approve = await asyncio.to_thread(
+            subprocess.run,
+            [TETHER, "pair", "approve", code, "-c", str(config)],
+            capture_output=True,
+            text=True,
+        )
+        claimed = await turn(adapter, f"/owner {code}", chat="8", user="8")
+    assert listed.returncode == 0, listed.stderr
+    assert code not in listed.stdout and "tether." not in listed.stdout
+    assert approve.returncode == 1 and "no pairing request" in approve.stderr
+    assert claimed.startswith("You are the bot's owner now")  # the code was not burnt
+
+
 async def test_no_owner_code_when_access_is_configured_or_only_the_console_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
