@@ -24,7 +24,13 @@ from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validato
 
 from tether.config.credentials import MASK, mask_urls, secret_name, url_secrets
 from tether.config.jobs import JobConfig, unique_ids
-from tether.config.llm import LLMConfig, LLMModelConfig, LLMProviderConfig, LLMRouteConfig
+from tether.config.llm import (
+    CircuitBreakerConfig,
+    LLMConfig,
+    LLMModelConfig,
+    LLMProviderConfig,
+    LLMRouteConfig,
+)
 from tether.config.platforms import (
     ConsoleConfig,
     DiscordConfig,
@@ -39,6 +45,7 @@ from tether.config.section import Section
 __all__ = [
     "AccessConfig",
     "AgentConfig",
+    "CircuitBreakerConfig",
     "ConsoleConfig",
     "DiscordConfig",
     "FeishuConfig",
