@@ -1,4 +1,4 @@
-"""tether: run, chat, check, init, status, pair, jobs, dead.
+"""tether: run, chat, check, reload, init, status, pair, jobs, dead.
 
 Without -c, ./tether.yaml is used if present, else the built-in defaults (SQLite file
 tether.db, console chat, echo agent). -c goes before or after the command.
