@@ -29,7 +29,7 @@ import structlog
 from tether.adapters.base import Adapter
 from tether.config.schema import Settings
 from tether.errors import GatewayError
-from tether.gateway import logs, metrics, plugin_path
+from tether.gateway import logs, metrics, plugin_path, systemd
 from tether.gateway.access import Access, access_router
 from tether.gateway.agents import echo_router
 from tether.gateway.commands import commands_router
@@ -401,13 +401,16 @@ class Gateway:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig.name)
         loop.add_signal_handler(signal.SIGHUP, self.reloader.request)
-        await self.start()
-        self.reloader.announce()
-        settle_heap()
-        try:
-            await stop.wait()
-        finally:
-            await self.stop()
+        async with systemd.Notifier.from_env() as notifier:  # no NOTIFY_SOCKET: a no-op
+            await self.start()
+            notifier.ready(f"serving {', '.join(sorted(self.adapters)) or 'no platform'}")
+            self.reloader.announce()
+            settle_heap()
+            try:
+                await stop.wait()
+            finally:
+                notifier.stopping()
+                await self.stop()
 
     def _take_lock(self) -> None:
         """One processing gateway per SQLite file: two would both recover 'running' rows."""
