@@ -10,11 +10,14 @@ the order of datagrams alone shows which pings fell inside the block: no timing 
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +28,7 @@ import pytest
 import structlog
 import yaml
 
-from tests.conftest import ROOT, spawn_run, subprocess_env, write_config
+from tests.conftest import ROOT, TETHER, spawn_run, subprocess_env, write_config
 from tests.fakes.cluster import free_port
 from tests.fakes.telegram_api import FakeTelegram
 from tether.config import load_text
@@ -247,30 +250,60 @@ def test_the_dockerfile_is_slim_non_root_with_a_healthcheck_on_healthz() -> None
         assert (ROOT / source).exists(), source
 
 
-def test_the_healthcheck_one_liner_runs(tmp_path: Path) -> None:
-    """The HEALTHCHECK's command, run here against a server answering /healthz: exit 0,
-    and 1 when nothing answers (a typo in it would fail every container forever)."""
+class _Health(http.server.BaseHTTPRequestHandler):
+    status = 200
+
+    def do_GET(self) -> None:  # the name http.server calls
+        self.send_response(self.status if self.path == "/healthz" else 404)
+        self.end_headers()
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+def test_the_healthcheck_one_liner_runs() -> None:
+    """The HEALTHCHECK's command, run here against a server answering /healthz: exit 0
+    on 200, 1 on 503 or when nothing answers (a typo would fail every container)."""
     steps = dockerfile_instructions(DEPLOY / "Dockerfile")
     (health,) = [args for word, args in steps if word == "HEALTHCHECK"]
     argv = yaml.safe_load(health.partition("CMD ")[2])
-    assert argv[0] == "python"
-    port = free_port()
-    code = argv[2].replace(":8080/", f":{port}/")
-    server = subprocess.Popen(
-        ["python", "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    assert argv[:2] == ["python", "-c"]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)  # listening now
+    code = argv[2].replace(":8080/", f":{server.server_address[1]}/")
+
+    def probe() -> int:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode
+
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
-        (tmp_path / "healthz").write_text("ok")
-        for _ in range(100):  # until the server listens (each try is a real connect)
-            if subprocess.run(["python", "-c", code], capture_output=True).returncode == 0:
-                break
-        else:
-            pytest.fail("the healthcheck never passed against a live /healthz")
+        assert probe() == 0
+        _Health.status = 503
+        assert probe() == 1
     finally:
-        server.terminate()
-        server.wait()
-    assert subprocess.run(["python", "-c", code], capture_output=True).returncode == 1
+        _Health.status = 200
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert probe() == 1
+
+
+def test_systemd_analyze_accepts_the_unit(tmp_path: Path) -> None:
+    """Where systemd's own checker exists: the unit verifies, and its exposure score
+    stays at or below 1.9 ("OK"), so a loosened sandbox is noticed."""
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        pytest.skip("no systemd-analyze here")
+    unit = tmp_path / "tether.service"
+    text = (DEPLOY / "tether.service").read_text()
+    unit.write_text(text.replace("/opt/tether/bin/tether", TETHER))  # an ExecStart that exists
+    verify = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
+    assert verify.returncode == 0 and not verify.stderr.strip(), verify.stderr
+    security = subprocess.run(
+        [analyze, "security", "--offline=true", "--threshold=19", str(unit)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert security.returncode == 0, security.stdout[-3000:]
 
 
 def test_the_compose_file_runs_tether_on_its_postgres() -> None:
