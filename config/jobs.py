@@ -21,6 +21,20 @@ _JOB_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 
+class ReflectConfig(Section):
+    """``reflect:`` of a job: the built-in reflection run (see docs/agent.md, Reflection)."""
+
+    #: Tokens the whole run may spend; it stops before a call that could cross it.
+    budget_tokens: int = Field(default=20_000, ge=1)
+    #: At most this many facts added or updated per conversation and run.
+    per_conversation_facts: int = Field(default=5, ge=1)
+    #: At most this many new turns of a conversation per run, oldest first; the rest
+    #: wait for the next run (its cursor stops at the last turn read).
+    max_turns: int = Field(default=200, ge=1)
+    #: The configured model to ask (``llm.models``); default: the routed one.
+    model: str | None = None
+
+
 class JobConfig(Section):
     """One ``jobs:`` entry: when it fires, where its messages go, what it does, and what
     happens to fires missed while Tether was down (see docs/cron.md)."""
@@ -46,6 +60,8 @@ class JobConfig(Section):
     text: str | None = None
     prompt: str | None = None
     handler: str | None = None
+    #: The built-in reflection: distil new turns of every conversation into facts.
+    reflect: ReflectConfig | None = None
 
     @field_validator("id")
     @classmethod
@@ -96,17 +112,18 @@ class JobConfig(Section):
 
     @model_validator(mode="after")
     def _one_action(self) -> Self:
-        actions = [name for name in ("text", "prompt", "handler") if getattr(self, name)]
+        names = ("text", "prompt", "handler", "reflect")
+        actions = [name for name in names if getattr(self, name)]
         if len(actions) != 1:
             raise ValueError(
-                "needs exactly one of text, prompt or handler"
+                "needs exactly one of text, prompt or handler (or the built-in reflect)"
                 + (f" (got {' and '.join(actions)})" if actions else "")
             )
         if self.handler is not None:
             module, _, function = self.handler.partition(":")
             if not module or not function:
                 raise ValueError(f"handler: {self.handler!r} should be 'package.module:function'")
-        elif not self.deliver:
+        elif not self.deliver and self.reflect is None:
             raise ValueError(f"{actions[0]} needs deliver: the chat(s) to send to")
         return self
 

@@ -2,7 +2,7 @@
 
 A newcomer's first ``/help`` or ``/start`` should be answered the same way whichever
 agent is configured, not echoed back verbatim: ``/start``, ``/help``, ``/usage``,
-``/remember`` and ``/forget`` live here, included after the plugins (a plugin may shadow
+``/remember``, ``/facts`` and ``/forget`` live here, included after the plugins (a plugin may shadow
 one) and before the agent. ``/help`` lists what really exists: these, the agent's own
 commands, the plugins' commands (their handler's first docstring line), and the access
 commands (``/whoami``; ``/approve`` only to admins).
@@ -29,6 +29,7 @@ DESCRIPTIONS = {
     "reset": "start a fresh context (the old conversation is archived, not deleted)",
     "persona": 'show or set who I am in this chat ([text]); "/persona reset" restores it',
     "remember": "save a fact I keep in mind in this chat (TEXT)",
+    "facts": "list the facts I keep in mind in this chat (saved or learned by reflection)",
     "forget": "list saved facts, or forget one ([N | text | all])",
     "usage": "tokens and cost spent in this chat",
     "whoami": "your user and chat ids (for access.allow)",
@@ -90,6 +91,10 @@ def commands_router(settings: Settings, listing: Router, is_admin: IsAdmin | Non
             return
         ctx.memory.remember(text)
         await ctx.reply(f"I'll remember: {text}")
+
+    @router.command("facts")
+    async def facts_(ctx: Context) -> None:
+        await ctx.reply(_list_facts(await ctx.memory.facts()))
 
     @router.command("forget")
     async def forget(ctx: Context) -> None:

@@ -311,11 +311,34 @@ class MemoryStore(Store):
         ]
         return sorted(rows, key=lambda row: (row.day, row.model))
 
+    async def turns_after(self, conversation: str, after_id: int, upto_id: int) -> list[Turn]:
+        self._check()
+        stored = self._turns.get(conversation, [])
+        return [replace(turn) for turn in stored if after_id < turn.id <= upto_id]
+
+    async def ahead_of(self, prefix: str) -> dict[str, tuple[int, int]]:
+        self._check()
+        out = {}
+        for conversation, stored in self._turns.items():
+            cursor = int(self._cursors.get(prefix + conversation, "0"))
+            if stored and stored[-1].id > cursor:
+                out[conversation] = (cursor, stored[-1].id)
+        return out
+
     def _apply(self, key: str, changes: MemoryChanges, now: float) -> None:
+        for name, value in changes.cursors.items():
+            self._cursors[name] = value
+            self._cursor_times[name] = now
+        first = 0  # facts are unique by (key, position) across the conversations
+        for part in (changes, *changes.elsewhere):
+            self._apply_one(key, part, now, first)
+            first += len(part.facts)
+
+    def _apply_one(self, key: str, changes: MemoryChanges, now: float, first: int) -> None:
         conversation = changes.conversation
         if changes.state is not None:
             self._conversations[conversation] = copy.deepcopy(changes.state)
-        for position, (text, tokens) in enumerate(changes.facts):
+        for position, (text, tokens) in enumerate(changes.facts, start=first):
             if (key, position) not in self._fact_keys:
                 self._fact_keys.add((key, position))
                 self._fact_id += 1

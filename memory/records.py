@@ -156,9 +156,22 @@ class MemoryChanges:
     #: ``(first, last)`` message ids the new summary covers; they are marked, never deleted.
     summarized: tuple[int, int] | None = None
     usage: list[UsageRecord] = field(default_factory=list)
+    #: Cursors set in the same transaction (reflection's "reflected up to" per conversation).
+    cursors: dict[str, str] = field(default_factory=dict)
+    #: Facts and forgets of OTHER conversations, committed with this event (reflection
+    #: learns about many conversations in one run, and must apply all of it or none).
+    elsewhere: list[MemoryChanges] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.state or self.facts or self.forget or self.summarized or self.usage)
+        return bool(
+            self.state
+            or self.facts
+            or self.forget
+            or self.summarized
+            or self.usage
+            or self.cursors
+            or self.elsewhere
+        )
 
 
 @dataclass(slots=True)

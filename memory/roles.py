@@ -245,6 +245,18 @@ class ConversationStore(Protocol):
     async def usage(self, conversation: str, since: str = "") -> list[Usage]:
         """Spend of ``conversation`` per model and day from UTC day ``since`` on, by day."""
 
+    @abc.abstractmethod
+    async def turns_after(self, conversation: str, after_id: int, upto_id: int) -> list[Turn]:
+        """Every turn with ``after_id < id <= upto_id``, summarized or not, oldest first."""
+
+    @abc.abstractmethod
+    async def ahead_of(self, prefix: str) -> dict[str, tuple[int, int]]:
+        """Conversations whose newest message id is above their cursor ``prefix +
+        conversation`` (0 when unset): conversation → (cursor, newest id).
+
+        How reflection finds the conversations with turns it has not read yet.
+        """
+
 
 class PairingStore(Protocol):
     """Access control's memory: pending pairing requests and approved senders."""

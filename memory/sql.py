@@ -112,6 +112,10 @@ NEWEST_FACTS = (
     " ORDER BY id DESC LIMIT ?"
 )
 USAGE = f"SELECT {USAGE_COLUMNS} FROM usage WHERE conversation = ? AND day >= ? ORDER BY day, model"
+TURNS_AFTER = (
+    f"SELECT {TURN_COLUMNS} FROM messages WHERE conversation = ? AND id > ? AND id <= ? ORDER BY id"
+)
+NEWEST_MESSAGES = "SELECT conversation, max(id) FROM messages GROUP BY conversation"
 
 
 def unsummarized_pages(messages: str) -> tuple[str, str]:
@@ -144,6 +148,17 @@ def turns_and_memory(
     ]
     if not changes:
         return out
+    position = 0  # facts are unique by (event key, position) across conversations
+    for part in (changes, *changes.elsewhere):
+        out += _memory(key, part, now, position)
+        position += len(part.facts)
+    out += [(CURSOR_SET, (name, value, now)) for name, value in changes.cursors.items()]
+    return out
+
+
+def _memory(key: str, changes: MemoryChanges, now: float, first: int) -> list[Statement]:
+    """One conversation's part of a checkpoint; its facts numbered from ``first``."""
+    out: list[Statement] = []
     conversation = changes.conversation
     if changes.state is not None:
         state = changes.state
@@ -168,7 +183,7 @@ def turns_and_memory(
                 ),
             )
         )
-    for position, (text, tokens) in enumerate(changes.facts):
+    for position, (text, tokens) in enumerate(changes.facts, start=first):
         out.append(
             (
                 "INSERT INTO facts (conversation, text, tokens, event_key, position, created)"

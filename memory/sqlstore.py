@@ -184,6 +184,19 @@ class SqlStore(Store):
     async def usage(self, conversation: str, since: str = "") -> list[Usage]:
         return [Usage(*row) for row in await self._rows(sql.USAGE, (conversation, since))]
 
+    async def turns_after(self, conversation: str, after_id: int, upto_id: int) -> list[Turn]:
+        rows = await self._rows(sql.TURNS_AFTER, (conversation, after_id, upto_id))
+        return [turn_row(row) for row in rows]
+
+    async def ahead_of(self, prefix: str) -> dict[str, tuple[int, int]]:
+        cursors = await self.recent_cursors(prefix, 0.0)
+        out = {}
+        for conversation, newest in await self._rows(sql.NEWEST_MESSAGES):
+            cursor = int(cursors.get(prefix + str(conversation), "0"))
+            if int(newest) > cursor:
+                out[str(conversation)] = (cursor, int(newest))
+        return out
+
     # -- cursors --------------------------------------------------------------------
 
     async def cursor(self, name: str) -> str | None:

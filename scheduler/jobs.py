@@ -22,7 +22,7 @@ from tether.gateway import plugin_path
 from tether.gateway.routing import Handler
 from tether.scheduler.cron import CrontabTrigger, Schedule, stamp, trigger
 
-Action = Literal["text", "prompt", "handler"]
+Action = Literal["text", "prompt", "handler", "reflect"]
 #: The platform of every fire event; its conversation is the job's first deliver target.
 PLATFORM = "cron"
 
@@ -42,6 +42,8 @@ class Job:
     def action(self) -> Action:
         if self.config.text is not None:
             return "text"
+        if self.config.reflect is not None:
+            return "reflect"
         return "prompt" if self.config.prompt is not None else "handler"
 
     @property
@@ -89,6 +91,7 @@ class Job:
                 "action": self.action,
                 "deliver": [target.key for target in self.targets],
                 "handler": self.config.handler,
+                "reflect": self.config.reflect.model_dump() if self.config.reflect else None,
             },
         )
 
@@ -116,6 +119,8 @@ def load_jobs(settings: Settings, *, import_handlers: bool = True) -> list[Job]:
     """Every configured job, with its handler imported (so a typo fails at start)."""
     jobs = []
     for index, config in enumerate(settings.jobs):
+        if config.reflect is not None:
+            _check_reflect(settings, config.reflect.model, index)
         if config.handler is not None and import_handlers:
             try:
                 import_handler(config.handler)
@@ -130,6 +135,15 @@ def load_jobs(settings: Settings, *, import_handlers: bool = True) -> list[Job]:
             )
         )
     return jobs
+
+
+def _check_reflect(settings: Settings, model: str | None, index: int) -> None:
+    """A reflection job asks a model: without one it could only fail every night."""
+    if settings.llm is None:
+        raise JobError(f"jobs[{index}].reflect: needs an llm section (the model it asks)")
+    if model is not None and model not in settings.llm.models:
+        known = ", ".join(sorted(settings.llm.models))
+        raise JobError(f"jobs[{index}].reflect.model: no model {model!r} in llm.models ({known})")
 
 
 def check_targets(jobs: list[Job], platforms: Collection[str]) -> None:

@@ -3,6 +3,7 @@
 - ``text``: send the text to every ``deliver`` target;
 - ``handler``: call ``module:function`` with the :class:`Context` (``ctx.reply`` answers
   in the first target; ``ctx.event.meta["deliver"]`` lists them all);
+- ``reflect``: the built-in reflection run (:mod:`tether.gateway.reflection`);
 - ``prompt``: route the fire exactly as a user message with that text, in the first
   target's chat, would be routed — plugins' text handlers, then the built-in agent
   (``echo`` today, ``llm`` when configured). The agent sees that conversation's memory
@@ -16,9 +17,11 @@ delivery is retried by the outbox without running the job again.
 
 from __future__ import annotations
 
+from tether.config.jobs import ReflectConfig
 from tether.errors import Fatal
 from tether.events import Kind, Target
 from tether.gateway.context import Context
+from tether.gateway.reflection import reflect
 from tether.gateway.routing import Router, call
 from tether.scheduler.jobs import import_handler
 
@@ -52,6 +55,8 @@ def cron_router(routes: Router) -> Router:
             await handler(ctx)
         elif action == "prompt":
             await _prompt(ctx, routes, targets)
+        elif action == "reflect":
+            await reflect(ctx, ReflectConfig.model_validate(meta.get("reflect") or {}), targets)
         else:
             raise Fatal(f"cron event without a known action: {action!r}")
 

@@ -70,6 +70,7 @@ class FakeOpenAI:
     def __post_init__(self) -> None:
         self._failures: deque[_Failure] = deque()
         self._hang: set[str] = set()
+        self._holds: list[Callable[[Body], bool]] = []
         self._closing = asyncio.Event()
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
@@ -103,9 +104,15 @@ class FakeOpenAI:
         """Requests for ``model`` get no answer (until the server closes)."""
         self._hang.add(model)
 
+    def hold(self, when: Callable[[Body], bool]) -> None:
+        """Requests ``when`` picks get no answer (until the server closes): a test can
+        kill the caller while it waits, at a moment it chose."""
+        self._holds.append(when)
+
     def heal(self) -> None:
         self._failures.clear()
         self._hang.clear()
+        self._holds.clear()
 
     @property
     def calls(self) -> int:
@@ -146,7 +153,7 @@ class FakeOpenAI:
         async with self._changed:
             self.requests.append(record)
             self._changed.notify_all()
-        if body.get("model") in self._hang:
+        if body.get("model") in self._hang or any(when(body) for when in self._holds):
             await self._closing.wait()
             raise web.HTTPServiceUnavailable()
         if failure is not None:

@@ -1,0 +1,290 @@
+"""Reflection (issue 20): a ``reflect:`` job distils conversations into facts.
+
+Every run is one cron event: its LLM calls are memoized steps and everything it learns
+is committed with its one checkpoint, so a SIGKILL mid-run neither loses nor doubles a
+fact; the run keeps to its token budget and reads only conversations with new turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import (
+    TETHER,
+    db_rows,
+    make_settings,
+    running,
+    spawn_run,
+    subprocess_env,
+    write_config,
+)
+from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI
+from tests.test_store_contract import store  # noqa: F401 - the three stores, as a fixture
+from tether.adapters.loopback import LoopbackAdapter
+from tether.events import Conversation, Event
+from tether.gateway.app import Gateway
+from tether.gateway.cli import main
+from tether.gateway.reflection import CURSOR_PREFIX, parse
+from tether.memory.records import MemoryChanges, Turn
+from tether.memory.sqlite import SqliteStore
+from tether.memory.store import Store
+from tether.scheduler.jobs import load_jobs, now_utc
+
+
+def said(body: Body) -> list[str]:
+    """The user lines of the new turns a reflection request shows the model."""
+    content = body["messages"][-1]["content"]
+    return re.findall(r"^user: (.*)$", content.split("New turns:", 1)[-1], re.MULTILINE)
+
+
+def propose(body: Body) -> str:
+    """The fake model's structured proposal: every user line becomes a fact, except
+    a line asking for nonsense (an invalid answer) and a line retiring fact N."""
+    lines = said(body)
+    if any("nonsense" in line for line in lines):
+        return "I think they like tea."  # not the JSON asked for
+    retire = [int(m) for line in lines for m in re.findall(r"no longer fact (\d+)", line)]
+    return json.dumps({"add": [f"said: {line}" for line in lines], "retire": retire})
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    server = FakeOpenAI(reply=propose)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+def llm(fake: FakeOpenAI) -> dict[str, Any]:
+    return {
+        "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 30}},
+        "models": {"main": {"provider": "fake", "model": "main-model"}},
+        "default": "main",
+    }
+
+
+def reflect_job(deliver: list[str] | None = None, **reflect: Any) -> dict[str, Any]:
+    return {"id": "reflect", "cron": "0 3 * * *", "reflect": reflect, "deliver": deliver or []}
+
+
+async def seed(into: Store, conversation: str, *lines: str) -> None:
+    """Turns of ``conversation`` as a gateway commits them: accepted, then checkpointed."""
+    chat = Conversation(platform="test", chat_id=conversation.split(":", 1)[1])
+    for line in lines:
+        key = f"seed:{conversation}:{line}"
+        event = Event(key=key, platform="test", conversation=chat, text=line)
+        await into.accept([(event, conversation)])
+        await into.checkpoint(key, [], [Turn(conversation, "user", line)])
+
+
+async def fire(gateway: Gateway, run: str) -> None:
+    [job] = load_jobs(gateway.settings)
+    event = job.event(now_utc(), manual=run)
+    assert await gateway.inbox.accept([event]) == [True]
+
+
+# -- the store's part -------------------------------------------------------------------
+
+
+async def test_store_finds_unread_conversations_and_commits_elsewhere_with_cursors(
+    store: Store,  # noqa: F811
+) -> None:
+    await seed(store, "t:a", "a1", "a2")
+    await seed(store, "t:b", "b1")
+    due = await store.ahead_of(CURSOR_PREFIX)
+    assert set(due) == {"t:a", "t:b"} and due["t:a"][0] == 0
+    newest_a = due["t:a"][1]
+    assert [t.text for t in await store.turns_after("t:a", 0, newest_a)] == ["a1", "a2"]
+    first = (await store.turns_after("t:a", 0, newest_a))[0].id
+    assert [t.text for t in await store.turns_after("t:a", first, newest_a)] == ["a2"]
+
+    job = Conversation(platform="cron", chat_id="r")
+    run = Event(key="run", platform="cron", conversation=job, text="")
+    await store.accept([(run, "cron:r")])
+    changes = MemoryChanges("cron:r", cursors={CURSOR_PREFIX + "t:a": str(newest_a)})
+    changes.elsewhere = [
+        MemoryChanges("t:a", facts=[("fact a", 3)]),
+        MemoryChanges("t:b", facts=[("fact b", 3), ("fact b2", 3)]),
+    ]
+    for _ in range(2):  # a repeated checkpoint (a re-run after a crash) adds nothing
+        await store.checkpoint("run", [], [], changes)
+    assert [f.text for f in await store.facts("t:a")] == ["fact a"]
+    assert [f.text for f in await store.facts("t:b")] == ["fact b", "fact b2"]
+    assert set(await store.ahead_of(CURSOR_PREFIX)) == {"t:b"}
+    await seed(store, "t:a", "a3")
+    assert (await store.ahead_of(CURSOR_PREFIX))["t:a"][0] == newest_a
+
+
+def test_a_proposal_is_checked_and_a_fenced_one_accepted() -> None:
+    assert parse('```json\n{"add": ["x"]}\n```').add == ["x"]
+    with pytest.raises(ValueError):
+        parse('{"add": ["x"], "delete_everything": true}')
+    with pytest.raises(ValueError):
+        parse("They like tea.")
+
+
+# -- a run in the gateway ---------------------------------------------------------------
+
+
+async def test_a_run_learns_within_its_budget_says_where_it_stopped_and_people_see_it(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """Three conversations, a budget for one call: the first is learned, the run stops
+    and says so; the next run goes on from there; a conversation read before and one
+    whose answer was invalid are handled as they should be."""
+    settings = make_settings(
+        tmp_path,
+        llm=llm(fake),
+        agent={"handler": "echo"},
+        jobs=[reflect_job(["loopback:ops"], budget_tokens=1500)],
+    )
+    fake.usage = (1400, 50)  # each call costs 1450 of the run's 1500 tokens
+    adapter = LoopbackAdapter()
+    async with running(settings, adapter=adapter) as (gateway, _):
+        for chat, line in (("1", "I drink green tea"), ("2", "my cat is Miso"), ("3", "nonsense")):
+            await adapter.say(line, chat=chat, key=f"say:{chat}")
+        await adapter.wait_for_sent(3)
+        await gateway.drain()
+        await fire(gateway, "first")
+        [*_, report] = await adapter.wait_for_sent(4)
+        assert report.message.target.key == "loopback:ops"
+        assert "1 conversation(s) read; facts 1 added" in report.message.text
+        assert "Stopped at the token budget: 2 conversation(s) left" in report.message.text
+        assert fake.calls == 1 and said(fake.requests[0].body) == ["I drink green tea"]
+
+        await fire(gateway, "second")  # chat 1 has nothing new: chat 2 is next
+        [*_, report] = await adapter.wait_for_sent(5)
+        assert fake.calls == 2 and said(fake.requests[1].body) == ["my cat is Miso"]
+        assert "Stopped at the token budget: 1 conversation(s) left" in report.message.text
+
+        await adapter.say("/facts", chat="1", key="facts:1")
+        [*_, facts] = await adapter.wait_for_sent(6)
+        assert "1. said: I drink green tea" in facts.message.text
+
+        await fire(gateway, "third")  # chat 3's answer is invalid: skipped, not advanced
+        [*_, report] = await adapter.wait_for_sent(7)
+        assert "1 proposal(s) were invalid and skipped" in report.message.text
+        await gateway.drain()
+        assert set(await gateway.store.ahead_of(CURSOR_PREFIX)) == {"loopback:3"}
+
+        await adapter.say("no longer fact 1", chat="1", key="say:1b")
+        await adapter.wait_for_sent(8)
+        await gateway.drain()
+        await fire(gateway, "fourth")
+        await adapter.wait_for_sent(9)
+        await gateway.drain()
+        texts = [f.text for f in await gateway.store.facts("loopback:1")]
+        assert texts == ["said: no longer fact 1"]  # fact 1 retired, history kept
+        history = [t.text for t in await gateway.store.history("loopback:1", 10)]
+        assert "I drink green tea" in history
+
+
+# -- kill -9 mid-run --------------------------------------------------------------------
+
+
+async def test_a_run_killed_mid_way_adds_every_fact_exactly_once(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    db = SqliteStore(str(tmp_path / "tether.db"))
+    await db.open()
+    try:
+        await seed(db, "test:1", "I live in Porto")
+        await seed(db, "test:2", "I run on Sundays")
+        await seed(db, "test:3", "my sister is Ana")
+        await seed(db, "test:4", "old news")
+        newest = (await db.ahead_of(CURSOR_PREFIX))["test:4"][1]
+        await db.set_cursor(CURSOR_PREFIX + "test:4", str(newest))  # read before: no new turns
+    finally:
+        await db.close()
+    config = write_config(tmp_path, llm=llm(fake), jobs=[reflect_job(budget_tokens=100_000)])
+    fake.hold(lambda body: said(body) == ["I run on Sundays"])
+    log = tmp_path / "run.log"
+    proc = await spawn_run(config, log)
+    try:
+        await jobs_run(config)
+        await fake.wait_for_requests(2, timeout=30)  # conversation 2's answer is held
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        fake.heal()
+        proc = await spawn_run(config, log)
+        await done(tmp_path, "cron:reflect:manual:")
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await proc.wait()
+    asked = [said(request.body) for request in fake.requests]
+    assert asked == [
+        ["I live in Porto"],
+        ["I run on Sundays"],  # held, then killed
+        ["I run on Sundays"],  # conversation 1's answer came from its step
+        ["my sister is Ana"],
+    ]
+    facts = db_rows(tmp_path, "SELECT conversation, text FROM facts ORDER BY conversation")
+    assert facts == [
+        ("test:1", "said: I live in Porto"),
+        ("test:2", "said: I run on Sundays"),
+        ("test:3", "said: my sister is Ana"),
+    ]
+    logged = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    reflected = [entry for entry in logged if entry.get("event") == "memory.reflected"]
+    # conversation 1 is logged by both attempts; its fact was committed by the second only
+    conversations = [entry["conversation"] for entry in reflected]
+    assert conversations == ["test:1", "test:1", "test:2", "test:3"]
+    assert all(entry["added"] == 1 for entry in reflected)
+    [run] = [entry for entry in logged if entry.get("event") == "reflection.run"]
+    assert (run["conversations"], run["reflected"], run["added"], run["stopped"]) == (3, 3, 3, None)
+
+
+async def jobs_run(config: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        TETHER, "jobs", "run", "reflect", "-c", str(config),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=subprocess_env(),
+    )  # fmt: skip
+    _out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+
+
+async def done(tmp_path: Path, prefix: str) -> None:
+    """Wait (bounded) until the run's event is done in another process's store."""
+    async with asyncio.timeout(30):
+        while True:
+            rows = db_rows(tmp_path, "SELECT status FROM inbox WHERE key LIKE ?", prefix + "%")
+            if rows == [("done",)]:
+                return
+            await asyncio.sleep(0.05)  # another process's commit: nothing to await but it
+
+
+# -- config -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sections, code, expected",
+    [
+        ({}, 1, "jobs[0].reflect: needs an llm section"),
+        ({"model": "nope"}, 1, "jobs[0].reflect.model: no model 'nope' in llm.models (main)"),
+        ({"budget_tokens": 0}, 2, "jobs[0].reflect.budget_tokens"),
+    ],
+)
+def test_a_reflect_job_that_cannot_run_fails_check_naming_the_key(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    fake: FakeOpenAI,
+    sections: dict[str, Any],
+    code: int,
+    expected: str,
+) -> None:
+    extra = {"llm": llm(fake)} if sections else {}
+    config = write_config(tmp_path, jobs=[reflect_job(**sections)], **extra)
+    assert main(["check", "-c", str(config)]) == code
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
