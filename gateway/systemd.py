@@ -94,6 +94,7 @@ class Notifier:
         return True
 
     async def __aenter__(self) -> Notifier:
+        self.status("starting")  # until READY=1: a migration or a slow platform shows here
         if self.watchdog_interval is not None:
             self._pinger = asyncio.create_task(self._ping(), name="systemd-watchdog")
             log.info("systemd.watchdog", interval_s=self.watchdog_interval)

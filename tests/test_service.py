@@ -100,6 +100,7 @@ async def _run_under_fake_systemd(tmp_path: Path, fake: FakeTelegram) -> None:
         await systemd.wait_for(lambda: any("READY=1" in m for m in systemd.messages))
         ready = next(m for m in systemd.messages if "READY=1" in m)
         assert ready.splitlines() == ["READY=1", "STATUS=serving telegram"]
+        assert systemd.messages[0] == "STATUS=starting"
         # READY comes after start: HTTP already answers, recovery has run.
         async with (
             aiohttp.ClientSession() as http,
