@@ -33,6 +33,9 @@ class ReflectConfig(Section):
     max_turns: int = Field(default=200, ge=1)
     #: The configured model to ask (``llm.models``); default: the routed one.
     model: str | None = None
+    #: Ask for the proposal as structured output (``response_format`` with its JSON
+    #: schema); false for a server that refuses it (the schema is in the prompt anyway).
+    structured: bool = True
 
 
 class JobConfig(Section):

@@ -189,6 +189,7 @@ class LLM:
         messages: list[Message],
         cap: int,
         scope: structlog.typing.FilteringBoundLogger,
+        response_format: dict[str, Any] | None = None,
     ) -> Completion:
         """The first answer of ``candidates`` in order, past the open circuit breakers;
         Retryable when none answered (at a due probe when every one was skipped), Fatal
@@ -205,7 +206,9 @@ class LLM:
                 continue
             estimate = tokens.count_messages(messages, self.encoding(candidate))
             try:
-                completion = await self.complete(candidate, messages, cap, estimate)
+                completion = await self.complete(
+                    candidate, messages, cap, estimate, response_format
+                )
             except (Unavailable, KeysRefused) as exc:
                 if isinstance(exc, KeysRefused):
                     breaker.released()  # the keys failed, not the model
@@ -230,7 +233,12 @@ class LLM:
         raise Retryable("no model answered: " + "; ".join(errors))
 
     async def complete(
-        self, name: str, messages: list[Message], max_tokens: int, estimate: int
+        self,
+        name: str,
+        messages: list[Message],
+        max_tokens: int,
+        estimate: int,
+        response_format: dict[str, Any] | None = None,
     ) -> Completion:
         """One call to model ``name`` with the first key of its pool that answers."""
         provider = self.model(name).provider
@@ -238,7 +246,9 @@ class LLM:
         refused: list[int] = []
         for key in pool.order():
             try:
-                completion = await self._call(name, key, messages, max_tokens, estimate)
+                completion = await self._call(
+                    name, key, messages, max_tokens, estimate, response_format
+                )
             except KeyProblem as exc:
                 if exc.status == 429:
                     pool.cool(key, exc.retry_after)
@@ -261,7 +271,13 @@ class LLM:
         )
 
     async def _call(
-        self, name: str, key: Key, messages: list[Message], max_tokens: int, estimate: int
+        self,
+        name: str,
+        key: Key,
+        messages: list[Message],
+        max_tokens: int,
+        estimate: int,
+        response_format: dict[str, Any] | None = None,
     ) -> Completion:
         """One request; errors mapped to Unavailable / KeyProblem / Retryable / Fatal."""
         import openai
@@ -271,6 +287,8 @@ class LLM:
         extra: dict[str, Any] = {}
         if cfg.temperature is not None:
             extra["temperature"] = cfg.temperature
+        if response_format is not None:  # structured output (reflection's proposal)
+            extra["response_format"] = response_format
         started = time.monotonic()
         try:
             response = await client.chat.completions.create(
@@ -360,11 +378,13 @@ class TaskLLM:
         model: str | None = None,
         max_tokens: int | None = None,
         name: str = "chat",
+        response_format: dict[str, Any] | None = None,
     ) -> Completion:
         """Ask for a completion of ``messages`` (OpenAI chat format).
 
         ``model`` names a configured model to use instead of the routed one; ``name``
-        names the memoized step (``llm:NAME``, numbered when a handler calls it again).
+        names the memoized step (``llm:NAME``, numbered when a handler calls it again);
+        ``response_format`` is passed to the API as is (e.g. a ``json_schema``).
         Raises BudgetExceeded before a call that could cross a budget, Retryable when no
         model answered or on 429, Fatal on a request the API refuses.
         """
@@ -386,7 +406,7 @@ class TaskLLM:
         async def call() -> dict[str, Any]:
             cap = await self._room(step, candidates[0], messages, max_tokens)
             scope = self._ctx.log.bind(step=step)
-            return asdict(await llm.answer(candidates, messages, cap, scope))
+            return asdict(await llm.answer(candidates, messages, cap, scope, response_format))
 
         result = Completion(**await self._ctx.step(step, call))
         self.spent += result.tokens

@@ -4,7 +4,8 @@ A ``jobs:`` entry with ``reflect:`` (e.g. nightly) fires one cron event; its han
 is :func:`reflect`. For each conversation with turns newer than its cursor
 (``reflected:{conversation}``, the id of the last turn a reflection read), ONE LLM call
 reads those turns and the conversation's current facts and proposes facts to add,
-update or retire, as JSON checked against :class:`Proposal`.
+update or retire, as structured output (``response_format`` with :class:`Proposal`'s JSON
+schema) that is checked again here: an invalid proposal is skipped with its reason.
 
 Why it is one event and not one per conversation: everything it learns, and every
 cursor it advances, is committed in that event's single checkpoint — facts of other
@@ -66,6 +67,12 @@ SYSTEM = (
     " JSON schema:\n" + json.dumps(Proposal.model_json_schema())
 )
 
+#: Structured output: the API is asked for JSON valid against :class:`Proposal`.
+RESPONSE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "reflection", "schema": Proposal.model_json_schema()},
+}
+
 
 @dataclass
 class Run:
@@ -120,6 +127,7 @@ async def reflect(ctx: Context, config: ReflectConfig, targets: list[Target]) ->
                 model=config.model,
                 max_tokens=room,
                 name=f"reflect:{conversation}",
+                response_format=RESPONSE_FORMAT if config.structured else None,
             )
         except BudgetExceeded as exc:  # memory.task/daily_token_budget came first
             run.stopped, run.left = f"{exc.budget} budget", sorted(plan)[index:]

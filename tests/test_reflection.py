@@ -161,6 +161,9 @@ async def test_a_run_learns_within_its_budget_says_where_it_stopped_and_people_s
         assert "1 conversation(s) read; facts 1 added" in report.message.text
         assert "Stopped at the token budget: 2 conversation(s) left" in report.message.text
         assert fake.calls == 1 and said(fake.requests[0].body) == ["I drink green tea"]
+        asked_for = fake.requests[0].body["response_format"]
+        assert asked_for["type"] == "json_schema"
+        assert set(asked_for["json_schema"]["schema"]["properties"]) == {"add", "update", "retire"}
 
         await fire(gateway, "second")  # chat 1 has nothing new: chat 2 is next
         [*_, report] = await adapter.wait_for_sent(5)
@@ -206,7 +209,8 @@ async def test_a_run_killed_mid_way_adds_every_fact_exactly_once(
         await db.set_cursor(CURSOR_PREFIX + "test:4", str(newest))  # read before: no new turns
     finally:
         await db.close()
-    config = write_config(tmp_path, llm=llm(fake), jobs=[reflect_job(budget_tokens=100_000)])
+    job = reflect_job(budget_tokens=100_000, structured=False)
+    config = write_config(tmp_path, llm=llm(fake), jobs=[job])
     fake.hold(lambda body: said(body) == ["I run on Sundays"])
     log = tmp_path / "run.log"
     proc = await spawn_run(config, log)
@@ -229,6 +233,7 @@ async def test_a_run_killed_mid_way_adds_every_fact_exactly_once(
         ["I run on Sundays"],  # conversation 1's answer came from its step
         ["my sister is Ana"],
     ]
+    assert not any("response_format" in r.body for r in fake.requests)  # structured: false
     facts = db_rows(tmp_path, "SELECT conversation, text FROM facts ORDER BY conversation")
     assert facts == [
         ("test:1", "said: I live in Porto"),
