@@ -31,6 +31,7 @@ from tether.config.llm import (
     LLMProviderConfig,
     LLMRouteConfig,
 )
+from tether.config.ops import AlertsConfig, OpsConfig, WatchdogConfig
 from tether.config.platforms import (
     ConsoleConfig,
     DiscordConfig,
@@ -45,6 +46,7 @@ from tether.config.section import Section
 __all__ = [
     "AccessConfig",
     "AgentConfig",
+    "AlertsConfig",
     "CircuitBreakerConfig",
     "ConsoleConfig",
     "DiscordConfig",
@@ -58,6 +60,7 @@ __all__ = [
     "LLMRouteConfig",
     "LoggingConfig",
     "MemoryConfig",
+    "OpsConfig",
     "OutboxConfig",
     "PipelineConfig",
     "PlatformsConfig",
@@ -66,6 +69,7 @@ __all__ = [
     "Settings",
     "TelegramConfig",
     "TelegramWebhookConfig",
+    "WatchdogConfig",
 ]
 
 
@@ -202,6 +206,8 @@ class Settings(Section):
     jobs: list[JobConfig] = []
     access: AccessConfig = AccessConfig()
     logging: LoggingConfig = LoggingConfig()
+    #: The watchdog's thresholds and where its alerts go (config/ops.py).
+    ops: OpsConfig = OpsConfig()
 
     @model_validator(mode="before")
     @classmethod

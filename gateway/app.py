@@ -32,6 +32,7 @@ from tether.errors import GatewayError
 from tether.gateway import logs, metrics, plugin_path, systemd
 from tether.gateway.access import Access, access_router
 from tether.gateway.agents import echo_router
+from tether.gateway.alerts import Alerts
 from tether.gateway.commands import commands_router
 from tether.gateway.dispatcher import Dispatcher
 from tether.gateway.http import HttpServer
@@ -44,6 +45,7 @@ from tether.gateway.reload import Reloader
 from tether.gateway.routing import Router
 from tether.gateway.start_errors import encoding_error, listen_error, store_error
 from tether.gateway.throttle import Throttle
+from tether.gateway.watchdog import Watchdog
 from tether.memory import tokens
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store
@@ -197,6 +199,7 @@ class Gateway:
             settings.agent.group_sessions,
             Throttle(settings.access.rate_limit),
         )
+        self.watchdog = self._watchdog(scheduler)
         #: Cron jobs are ingress too: started after the adapters, stopped before them.
         self.scheduler = (
             Scheduler(self.jobs, self.store, self.inbox) if scheduler and self.jobs else None
@@ -215,6 +218,17 @@ class Gateway:
         self._sweeper: asyncio.Task[None] | None = None
         self._started: list[Adapter] = []
         self._up = False
+
+    def _watchdog(self, check_target: bool) -> Watchdog | None:
+        """The gateway watching itself (``ops.watchdog``), telling ``ops.alerts.deliver``."""
+        ops = self.settings.ops
+        target = ops.alerts.target
+        if check_target and target and target.platform not in self.adapters:
+            raise GatewayError(f"ops.alerts.deliver: platform {target.platform!r} is not enabled")
+        if not ops.watchdog.enabled:
+            return None
+        alerts = Alerts(ops.alerts, self.store, self.inbox.accept)
+        return Watchdog(ops.watchdog, self.store, lambda: self.adapters, alerts)
 
     async def start(self) -> None:
         """Start every part in order, or none: a failure undoes the steps before it."""
@@ -280,6 +294,9 @@ class Gateway:
         if self.scheduler:
             undo.push_async_callback(_quietly, "scheduler.stop", self.scheduler.stop)
             await self.scheduler.start()
+        if self.watchdog:
+            undo.push_async_callback(_quietly, "watchdog.stop", self.watchdog.stop)
+            await self.watchdog.start()
         self._sweeper = asyncio.create_task(self._sweep(), name="inbox-sweep")
 
     async def _sweep(self) -> None:
@@ -327,6 +344,8 @@ class Gateway:
         await self.reloader.cancel()
         timeout = self.settings.pipeline.drain_timeout
         log.info("gateway.stopping", drain_timeout_s=timeout)
+        if self.watchdog:
+            await self.watchdog.stop()
         if self.scheduler:
             await self.scheduler.stop()
         for adapter in reversed(self._started):
@@ -384,7 +403,7 @@ class Gateway:
             for name, a in self.adapters.items()
             if not a.connected
         ]
-        return problems
+        return problems + (self.watchdog.problems() if self.watchdog else [])
 
     async def run_until_signal(self) -> None:
         """Run until SIGTERM/SIGINT, then stop gracefully; a second signal exits at once."""

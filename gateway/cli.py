@@ -23,6 +23,7 @@ from tether.config import ConfigError, Settings, load
 from tether.errors import GatewayError
 from tether.gateway import logs, plugin_path
 from tether.gateway.access import RESERVED
+from tether.gateway.alerts import open_alerts
 from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
 from tether.gateway.init import add_init_command
 from tether.gateway.llm_keys import key_lines, live_keys
@@ -272,8 +273,9 @@ def _status(settings: Settings, args: argparse.Namespace) -> int:
     return _on_store(settings, args, lambda store: _status_on(settings, store, args.json))
 
 
-async def _status_on(settings: Settings, store: ReportStore, as_json: bool) -> int:
+async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
     counts = await store.counts()
+    alerts = await open_alerts(store)
     activity = await store.activity()
     today = dt.datetime.now(dt.UTC).date().isoformat()
     spend = {
@@ -304,6 +306,9 @@ async def _status_on(settings: Settings, store: ReportStore, as_json: bool) -> i
             "cron": cron,
             "spend_today": spend,
             "llm_keys": keys,
+            "alerts": [
+                {"check": a.check, "since": _iso(a.since), "detail": a.detail} for a in alerts
+            ],
         }
         print(json.dumps(report, indent=2))
         return 0
@@ -318,6 +323,8 @@ async def _status_on(settings: Settings, store: ReportStore, as_json: bool) -> i
         print(f"next fire  {entry['job']:<24} {entry['next_fire']}")
     for line in key_lines(keys):
         print(line)
+    for alert in alerts:
+        print(f"ALERT      {alert.check:<24} since {_when(alert.since)}  {alert.detail}")
     total = sum(m["tokens"] for m in spend.values())
     cost = sum(m["cost"] for m in spend.values())
     print(

@@ -1,0 +1,265 @@
+"""The watchdog and its alerts (issue 20), against the fake Telegram Bot API: a blocked
+event loop, a platform that stays disconnected and a reply that cannot go out are seen
+in the metrics and ``/readyz``, told once to the operator's chat, and told once again
+when they clear."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client import REGISTRY
+
+from tests.conftest import TETHER, make_settings, subprocess_env, write_config
+from tests.fakes.telegram_api import FakeTelegram
+from tether import Context, Router
+from tether.adapters.base import Adapter
+from tether.adapters.loopback import LoopbackAdapter
+from tether.adapters.telegram import TelegramAdapter
+from tether.config import Settings
+from tether.events import Conversation, Event, Kind
+from tether.gateway.agents import echo_router
+from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.watchdog import Watchdog
+
+OPS_CHAT = 999
+#: Quick rounds, so a test sees a check trip and clear within a second or two.
+FAST = {"interval": 0.05, "lag_interval": 0.05, "loop_lag": 1.0, "lag_window": 1.0}
+
+handlers = Router("watchdog-tests")
+
+
+@handlers.text(r"^block$")
+async def _block(ctx: Context) -> None:
+    time.sleep(2)  # noqa: ASYNC251 - the point: a handler that blocks the event loop
+    await ctx.reply("unblocked")
+
+
+def _router() -> Router:
+    root = Router("root")
+    root.include(handlers)
+    root.include(echo_router())
+    return root
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    """The fake Bot API on a free loopback port, stopped after the test."""
+    server = await FakeTelegram().start()
+    yield server
+    await server.stop()
+
+
+def _sections(fake: FakeTelegram, deliver: str, **watchdog: float) -> dict[str, Any]:
+    """Telegram on the fake, the HTTP server, and quick watchdog rounds with ``watchdog``."""
+    telegram = {
+        "token": fake.token,
+        "base_url": fake.base_url,
+        "poll_timeout": 1,
+        "rate_limits": False,
+    }
+    return {
+        "platforms": {"telegram": telegram},
+        "http": {"enabled": True, "port": 0},
+        "ops": {"watchdog": {**FAST, **watchdog}, "alerts": {"deliver": deliver}},
+    }
+
+
+@asynccontextmanager
+async def running(
+    settings: Settings, *extra: Adapter
+) -> AsyncIterator[tuple[Gateway, TelegramAdapter]]:
+    adapters = build_adapters(settings)
+    telegram = adapters["telegram"]
+    assert isinstance(telegram, TelegramAdapter)
+    telegram.backoff_base, telegram.backoff_max = 0.05, 0.1
+    adapters.update({adapter.platform: adapter for adapter in extra})
+    gateway = Gateway(settings, adapters, router=_router())
+    await gateway.start()
+    try:
+        yield gateway, telegram
+    finally:
+        await gateway.stop()
+
+
+@asynccontextmanager
+async def alerting_to_loopback(
+    tmp_path: Path, fake: FakeTelegram, **watchdog: float
+) -> AsyncIterator[tuple[Gateway, TelegramAdapter, LoopbackAdapter]]:
+    """A gateway on the fake Telegram, polling, whose alerts go to a loopback chat."""
+    ops = LoopbackAdapter()
+    settings = make_settings(tmp_path, **_sections(fake, "loopback:ops", **watchdog))
+    async with running(settings, ops) as (gateway, telegram):
+        await _until(gateway, lambda: telegram.connected)
+        yield gateway, telegram, ops
+
+
+async def _get(port: int, path: str) -> tuple[int, str]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}{path}") as response,
+    ):
+        return response.status, await response.text()
+
+
+def _sent_to(fake: FakeTelegram, chat: int) -> list[str]:
+    return [str(sent["text"]) for sent in fake.sent if sent["chat_id"] == chat]
+
+
+async def _until(gateway: Gateway, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Wait on the watchdog's own rounds until one sees ``predicate`` hold."""
+    assert gateway.watchdog is not None
+    async with asyncio.timeout(timeout):
+        await gateway.watchdog.after_round(predicate)
+
+
+async def _settled(gateway: Gateway) -> Watchdog:
+    """Two more rounds of checks and everything they queued sent: nothing else is owed."""
+    assert gateway.watchdog is not None
+    await gateway.watchdog.check()
+    await gateway.watchdog.check()
+    await gateway.drain()
+    return gateway.watchdog
+
+
+# -- Done when: a blocked loop --------------------------------------------------------
+
+
+async def test_a_loop_blocked_2s_shows_in_lag_and_readyz_and_alerts_once_then_recovers(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    settings = make_settings(tmp_path, **_sections(fake, f"telegram:{OPS_CHAT}"))
+    async with running(settings) as (gateway, telegram):
+        assert gateway.http is not None
+        port = gateway.http.port
+        await _until(gateway, lambda: telegram.connected)
+        assert (await _get(port, "/readyz"))[0] == 200
+
+        fake.push(message=fake.message(42, "block"))
+        seen_lag, seen_not_ready = 0.0, ""
+        async with asyncio.timeout(20):
+            while not seen_not_ready or seen_lag < 1.5:
+                await _until(gateway, lambda: True)
+                lag = REGISTRY.get_sample_value("tether_loop_lag_seconds") or 0.0
+                seen_lag = max(seen_lag, lag)
+                status, body = await _get(port, "/readyz")
+                if status == 503:
+                    seen_not_ready = body
+        assert "event loop lag" in seen_not_ready
+        assert "ops.watchdog.loop_lag" in seen_not_ready
+
+        await fake.wait_for(lambda: len(_sent_to(fake, OPS_CHAT)) >= 2, timeout=20)
+        watchdog = gateway.watchdog
+        assert watchdog is not None
+        await _until(gateway, lambda: not watchdog.problems())
+        assert (await _get(port, "/readyz"))[0] == 200
+        await _settled(gateway)
+        assert watchdog.alerts.open == []
+
+    to_ops = _sent_to(fake, OPS_CHAT)
+    assert len(to_ops) == 2, to_ops
+    assert to_ops[0].startswith("Tether alert: event loop lag")
+    assert to_ops[1].startswith("Tether recovered: loop_lag")
+    assert _sent_to(fake, 42) == ["unblocked"]
+
+
+# -- a platform that stays disconnected ----------------------------------------------
+
+
+async def test_a_platform_disconnected_past_its_threshold_alerts_once_and_recovers(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    # above the first long poll (poll_timeout 1 s): not connected until it returns
+    watching = alerting_to_loopback(tmp_path, fake, disconnected=1.5)
+    async with watching as (gateway, telegram, ops):
+        for _ in range(10_000):
+            fake.fail_next("getUpdates", 502, "Bad Gateway")
+        await ops.wait_for_sent(1)
+        assert not telegram.connected
+        fake.failures["getUpdates"].clear()
+        await ops.wait_for_sent(2)
+        await _settled(gateway)
+
+    texts = [delivery.message.text for delivery in ops.sent]
+    assert len(texts) == 2, texts
+    assert texts[0].startswith("Tether alert: telegram disconnected for")
+    assert "ops.watchdog.disconnected" in texts[0]
+    assert texts[1].startswith("Tether recovered: platform.telegram")
+
+
+# -- a reply that cannot go out --------------------------------------------------------
+
+
+async def test_an_old_unsent_reply_alerts_once_and_recovers_when_it_is_sent(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    async with alerting_to_loopback(tmp_path, fake, outbox_age=0.5) as (gateway, _, ops):
+        for _ in range(3):  # the reply waits out three flood limits of 1 s
+            fake.fail_next("sendMessage", 429, "Too Many Requests", retry_after=1)
+        fake.push(message=fake.message(42, "hello"))
+        await ops.wait_for_sent(1)
+        assert (REGISTRY.get_sample_value("tether_outbox_oldest_unsent_seconds") or 0) > 0.5
+        await ops.wait_for_sent(2)
+        await _settled(gateway)
+
+    assert _sent_to(fake, 42) == ["hello"]
+    texts = [delivery.message.text for delivery in ops.sent]
+    assert len(texts) == 2, texts
+    assert texts[0].startswith("Tether alert: the oldest unsent reply has waited")
+    assert texts[1].startswith("Tether recovered: outbox_age")
+
+
+# -- durable: a restart neither forgets nor repeats; tether status lists it ----------
+
+
+async def test_an_open_alert_survives_a_restart_unrepeated_and_tether_status_lists_it(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    sections = _sections(fake, f"telegram:{OPS_CHAT}", interval=3600, dead_letters_per_hour=0)
+    settings = make_settings(tmp_path, **sections)
+    for _ in range(2):  # the second run starts with the alert open
+        async with running(settings) as (gateway, _telegram):
+            letter_key = "cron:ghost:manual:x"
+            await _bury(gateway, letter_key)
+            await _settled(gateway)
+    assert len(_sent_to(fake, OPS_CHAT)) == 1
+    assert _sent_to(fake, OPS_CHAT)[0].startswith("Tether alert: 1 dead letters in the last hour")
+
+    config = write_config(tmp_path, **sections)
+
+    def cli(*args: str) -> str:
+        return subprocess.run(
+            [TETHER, *args, "-c", str(config)],
+            capture_output=True,
+            text=True,
+            env=subprocess_env(),
+            timeout=60,
+            check=True,
+        ).stdout
+
+    alerts = json.loads(await asyncio.to_thread(cli, "status", "--json"))["alerts"]
+    assert [alert["check"] for alert in alerts] == ["dead_letters"]
+    assert "ops.watchdog.dead_letters_per_hour" in alerts[0]["detail"]
+    text = await asyncio.to_thread(cli, "status")
+    assert "ALERT      dead_letters" in text
+
+
+async def _bury(gateway: Gateway, key: str) -> None:
+    """A dead letter, the way the pipeline makes one: an event whose handler is Fatal."""
+    event = Event(
+        key=key,
+        platform="cron",
+        kind=Kind.CRON,
+        conversation=Conversation(platform="cron", chat_id="ghost"),
+        meta={"job": "ghost", "action": "nonsense"},
+    )
+    await gateway.inbox.accept([event])
+    await gateway.drain()
