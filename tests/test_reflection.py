@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from tests.conftest import (
     TETHER,
     db_rows,
+    events_named,
     make_settings,
     running,
     spawn_run,
@@ -52,7 +54,13 @@ def propose(body: Body) -> str:
     if any("nonsense" in line for line in lines):
         return "I think they like tea."  # not the JSON asked for
     retire = [int(m) for line in lines for m in re.findall(r"no longer fact (\d+)", line)]
-    return json.dumps({"add": [f"said: {line}" for line in lines], "retire": retire})
+    update = [
+        {"id": int(n), "text": text}
+        for line in lines
+        for n, text in re.findall(r"actually fact (\d+) is (.+)", line)
+    ]
+    adds = [f"said: {line}" for line in lines]
+    return json.dumps({"add": adds, "update": update, "retire": retire})
 
 
 @pytest.fixture
@@ -190,6 +198,55 @@ async def test_a_run_learns_within_its_budget_says_where_it_stopped_and_people_s
         assert texts == ["said: no longer fact 1"]  # fact 1 retired, history kept
         history = [t.text for t in await gateway.store.history("loopback:1", 10)]
         assert "I drink green tea" in history
+
+
+async def test_a_conversation_gets_at_most_its_cap_and_one_without_new_turns_is_not_read(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    budget = 100_000
+    settings = make_settings(
+        tmp_path,
+        llm=llm(fake),
+        agent={"handler": "echo"},
+        jobs=[reflect_job(budget_tokens=budget, per_conversation_facts=2)],
+    )
+    adapter = LoopbackAdapter()
+    with structlog.testing.capture_logs() as logs:
+        async with running(settings, adapter=adapter) as (gateway, _):
+            await adapter.say("I am Rui", chat="1", key="say:1")
+            await adapter.say("I am Eva", chat="2", key="say:2")
+            await adapter.wait_for_sent(2)
+            await gateway.drain()
+            await fire(gateway, "first")
+            await gateway.drain()
+            [rui] = await gateway.store.facts("loopback:1")
+            lines = [f"actually fact {rui.id} is Rui Costa", "I like jazz", "I like chess"]
+            for n, line in enumerate(lines):
+                await adapter.say(line, chat="1", key=f"say:1:{n}")
+            await adapter.wait_for_sent(5)
+            await gateway.drain()
+            await fire(gateway, "second")
+            await gateway.drain()
+            facts = [f.text for f in await gateway.store.facts("loopback:1")]
+            await adapter.say("/forget 1", chat="2", key="forget:2")
+            [*_, forgotten] = await adapter.wait_for_sent(6)
+            await gateway.drain()
+            assert await gateway.store.facts("loopback:2") == []
+    assert forgotten.message.text == "Forgotten:\n- said: I am Eva"
+    # the update and one new fact: two of the four proposed, the rest capped
+    assert facts == ["Rui Costa", f"said: actually fact {rui.id} is Rui Costa"]
+    assert [said(r.body) for r in fake.requests] == [["I am Rui"], ["I am Eva"], lines]
+    reflected = events_named(logs, "memory.reflected")
+    last = reflected[-1]
+    assert (last["conversation"], last["updated"], last["added"], last["capped"]) == (
+        "loopback:1",
+        1,
+        1,
+        2,
+    )
+    runs = events_named(logs, "reflection.run")
+    assert [run["conversations"] for run in runs] == [2, 1]  # chat 2 had nothing new
+    assert all(run["tokens"] <= budget and run["stopped"] is None for run in runs)
 
 
 # -- kill -9 mid-run --------------------------------------------------------------------
