@@ -21,7 +21,6 @@ import structlog
 from tests.conftest import (
     TETHER,
     db_rows,
-    events_named,
     make_settings,
     running,
     spawn_run,
@@ -236,7 +235,7 @@ async def test_a_conversation_gets_at_most_its_cap_and_one_without_new_turns_is_
     # the update and one new fact: two of the four proposed, the rest capped
     assert facts == ["Rui Costa", f"said: actually fact {rui.id} is Rui Costa"]
     assert [said(r.body) for r in fake.requests] == [["I am Rui"], ["I am Eva"], lines]
-    reflected = events_named(logs, "memory.reflected")
+    reflected = [entry for entry in logs if entry["event"] == "memory.reflected"]
     last = reflected[-1]
     assert (last["conversation"], last["updated"], last["added"], last["capped"]) == (
         "loopback:1",
@@ -244,7 +243,7 @@ async def test_a_conversation_gets_at_most_its_cap_and_one_without_new_turns_is_
         1,
         2,
     )
-    runs = events_named(logs, "reflection.run")
+    runs = [entry for entry in logs if entry["event"] == "reflection.run"]
     assert [run["conversations"] for run in runs] == [2, 1]  # chat 2 had nothing new
     assert all(run["tokens"] <= budget and run["stopped"] is None for run in runs)
 
