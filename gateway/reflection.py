@@ -14,9 +14,10 @@ and the re-run replays the calls already made from their memoized steps (never p
 twice) and applies each proposal exactly once. The plan (which conversations, up to
 which turn) is a step too, so a re-run reads the same turns even if more arrived.
 
-What it never does: delete history. Messages stay; a retired fact is a fact removed
-from long-term memory, exactly as ``/forget`` does, and a person sees what was learned
-with ``/facts`` and removes it with ``/forget``.
+What it never does: delete. Messages stay; a retired fact (or the old text of an updated
+one) is marked ``retired`` in the store and leaves prompts and listings, but stays for
+an operator to read. A person sees what was learned with ``/facts`` and removes it with
+``/forget`` (which, being their explicit wish, does delete).
 """
 
 from __future__ import annotations
@@ -209,7 +210,8 @@ def _apply(
     texts = [u.text.strip() for u in updates] + adds
     changes = MemoryChanges(conversation)
     changes.facts = [(text, tokens.count_message(text)) for text in texts]
-    changes.forget = [*updated, *retired]  # an update is the old fact out, the new one in
+    # an update retires the old fact and adds the new text; retired facts stay, marked
+    changes.retire = [*sorted(updated), *retired]
     ctx.memory.changes.elsewhere.append(changes)
     ctx.memory.changes.cursors[CURSOR_PREFIX + conversation] = str(turns[-1].id)
     run.reflected += 1

@@ -45,6 +45,8 @@ class MemoryStore(Store):
         self._message_id = 0
         self._conversations: dict[str, ConversationState] = {}
         self._facts: dict[str, list[Fact]] = {}
+        #: Facts retired by reflection: kept, like the SQL stores keep them (marked).
+        self._retired: list[Fact] = []
         self._fact_keys: set[tuple[str, int]] = set()
         self._fact_id = 0
         self._usage_keys: set[tuple[str, str]] = set()
@@ -344,10 +346,11 @@ class MemoryStore(Store):
                 self._fact_id += 1
                 fact = Fact(self._fact_id, conversation, text, tokens, now)
                 self._facts.setdefault(conversation, []).append(fact)
-        if changes.forget:
-            gone = set(changes.forget)
-            kept = [f for f in self._facts.get(conversation, []) if f.id not in gone]
-            self._facts[conversation] = kept
+        if changes.forget or changes.retire:
+            gone = set(changes.forget) | set(changes.retire)
+            stored = self._facts.get(conversation, [])
+            self._retired += [f for f in stored if f.id in set(changes.retire)]
+            self._facts[conversation] = [f for f in stored if f.id not in gone]
         if changes.summarized is not None:
             first, last = changes.summarized
             for turn in self._turns.get(conversation, []):

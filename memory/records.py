@@ -153,6 +153,8 @@ class MemoryChanges:
     facts: list[tuple[str, int]] = field(default_factory=list)
     #: Ids of facts to forget.
     forget: list[int] = field(default_factory=list)
+    #: Ids of facts to retire: marked, out of prompts and listings, kept in the store.
+    retire: list[int] = field(default_factory=list)
     #: ``(first, last)`` message ids the new summary covers; they are marked, never deleted.
     summarized: tuple[int, int] | None = None
     usage: list[UsageRecord] = field(default_factory=list)
@@ -167,6 +169,7 @@ class MemoryChanges:
             self.state
             or self.facts
             or self.forget
+            or self.retire
             or self.summarized
             or self.usage
             or self.cursors

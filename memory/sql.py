@@ -106,10 +106,10 @@ OUTBOX_MARKED = (
 HISTORY = f"SELECT {TURN_COLUMNS} FROM messages WHERE conversation = ? ORDER BY id DESC LIMIT ?"
 LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages WHERE conversation = ?"
 CONVERSATION = f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE conversation = ?"
-FACTS = f"SELECT {FACT_COLUMNS} FROM facts WHERE conversation = ? ORDER BY id"
+FACTS = f"SELECT {FACT_COLUMNS} FROM facts WHERE conversation = ? AND retired IS NULL ORDER BY id"
 NEWEST_FACTS = (
-    f"SELECT {FACT_COLUMNS} FROM facts WHERE conversation = ? AND id > ? AND id < ?"
-    " ORDER BY id DESC LIMIT ?"
+    f"SELECT {FACT_COLUMNS} FROM facts WHERE conversation = ? AND retired IS NULL"
+    " AND id > ? AND id < ? ORDER BY id DESC LIMIT ?"
 )
 USAGE = f"SELECT {USAGE_COLUMNS} FROM usage WHERE conversation = ? AND day >= ? ORDER BY day, model"
 TURNS_AFTER = (
@@ -193,6 +193,14 @@ def _memory(key: str, changes: MemoryChanges, now: float, first: int) -> list[St
         )
     for fact_id in changes.forget:
         out.append(("DELETE FROM facts WHERE id = ? AND conversation = ?", (fact_id, conversation)))
+    for fact_id in changes.retire:
+        out.append(
+            (
+                "UPDATE facts SET retired = ?"
+                " WHERE id = ? AND conversation = ? AND retired IS NULL",
+                (now, fact_id, conversation),
+            )
+        )
     if changes.summarized is not None:
         first, last = changes.summarized
         out.append(

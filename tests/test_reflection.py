@@ -127,7 +127,13 @@ async def test_store_finds_unread_conversations_and_commits_elsewhere_with_curso
         await store.checkpoint("run", [], [], changes)
     assert [f.text for f in await store.facts("t:a")] == ["fact a"]
     assert [f.text for f in await store.facts("t:b")] == ["fact b", "fact b2"]
-    assert set(await store.ahead_of(CURSOR_PREFIX)) == {"t:b"}
+    [fact_b, _] = await store.facts("t:b")
+    await store.accept([(run.model_copy(update={"key": "run2"}), "cron:r")])
+    retire = MemoryChanges("cron:r", elsewhere=[MemoryChanges("t:b", retire=[fact_b.id])])
+    await store.checkpoint("run2", [], [], retire)
+    assert [f.text for f in await store.facts("t:b")] == ["fact b2"]
+    assert [f.text for f in await store.facts("t:b", budget=100)] == ["fact b2"]
+    assert set(await store.ahead_of(CURSOR_PREFIX)) == {"t:b"}  # its cursor was not set
     await seed(store, "t:a", "a3")
     assert (await store.ahead_of(CURSOR_PREFIX))["t:a"][0] == newest_a
 
@@ -197,6 +203,8 @@ async def test_a_run_learns_within_its_budget_says_where_it_stopped_and_people_s
         assert texts == ["said: no longer fact 1"]  # fact 1 retired, history kept
         history = [t.text for t in await gateway.store.history("loopback:1", 10)]
         assert "I drink green tea" in history
+    kept = db_rows(tmp_path, "SELECT text, retired IS NOT NULL FROM facts WHERE id = 1")
+    assert kept == [("said: I drink green tea", 1)]  # retired: marked, not deleted
 
 
 async def test_a_conversation_gets_at_most_its_cap_and_one_without_new_turns_is_not_read(

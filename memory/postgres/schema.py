@@ -155,6 +155,10 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER usage_calls_sum AFTER INSERT ON usage_calls
         FOR EACH ROW EXECUTE FUNCTION usage_calls_sum();
     """,
+    # 3: a fact retired by reflection is marked (when), kept out of prompts, not deleted
+    """
+    ALTER TABLE facts ADD COLUMN retired DOUBLE PRECISION;
+    """,
 ]
 
 

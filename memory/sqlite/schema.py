@@ -153,6 +153,10 @@ MIGRATIONS: list[str] = [
     END;
     CREATE INDEX messages_unsummarized ON messages(conversation, id) WHERE summarized = 0;
     """,
+    # 2: a fact retired by reflection is marked (when), kept out of prompts, not deleted
+    """
+    ALTER TABLE facts ADD COLUMN retired REAL;
+    """,
 ]
 
 
