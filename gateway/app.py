@@ -228,7 +228,14 @@ class Gateway:
         if not ops.watchdog.enabled:
             return None
         alerts = Alerts(ops.alerts, self.store, self.inbox.accept)
-        return Watchdog(ops.watchdog, self.store, lambda: self.adapters, alerts)
+        return Watchdog(
+            ops.watchdog,
+            self.store,
+            lambda: self.adapters,
+            alerts,
+            lambda: self.pipeline.running,
+            self.settings.pipeline.handler_timeout,
+        )
 
     async def start(self) -> None:
         """Start every part in order, or none: a failure undoes the steps before it."""

@@ -50,13 +50,18 @@ HANDLER_SECONDS = Histogram(
 # -- the watchdog (gateway/watchdog.py): the gateway's own health ----------------------
 LOOP_LAG = Gauge("tether_loop_lag_seconds", "How late the event loop woke a timer, last sample")
 DISCONNECTED_SECONDS = Gauge(
-    "tether_platform_disconnected_seconds", "How long a platform has been disconnected", ["platform"]
+    "tether_platform_disconnected_seconds",
+    "How long a platform has been disconnected",
+    ["platform"],
 )
 OUTBOX_OLDEST = Gauge(
     "tether_outbox_oldest_unsent_seconds", "How long the oldest unsent outbox row has waited"
 )
 DEAD_LAST_HOUR = Gauge("tether_dead_letters_last_hour", "Events dead-lettered in the last hour")
 STORE_WRITE = Gauge("tether_store_write_seconds", "How long the watchdog's last store write took")
+HANDLER_OVERRUNS = Counter(
+    "tether_handler_overruns_total", "Handlers seen running past their timeout", ["route"]
+)
 ALERT_OPEN = Gauge("tether_alert_open", "1 while a watchdog check is tripped", ["check"])
 
 

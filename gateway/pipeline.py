@@ -61,6 +61,8 @@ class Pipeline:
         self.on_checkpoint = on_checkpoint
         self._platforms = frozenset(adapters)
         self.llm = llm
+        #: Handlers running now: event key → (route, monotonic start), for the watchdog.
+        self.running: dict[str, tuple[str, float]] = {}
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""
@@ -82,6 +84,7 @@ class Pipeline:
             if resolved is not None:
                 route, middlewares = resolved
                 route_name = route.name
+                self.running[row.key] = (route_name, started)
                 async with asyncio.timeout(self.config.handler_timeout):
                     try:
                         await call(route, middlewares, ctx)
@@ -99,6 +102,8 @@ class Pipeline:
                 await self._bury(row, ctx, exc, elog)
                 return None
             return await self._retry(row, exc, elog, started)
+        finally:
+            self.running.pop(row.key, None)
         duration = time.monotonic() - started
         metrics.HANDLER_SECONDS.observe(duration)
         metrics.labelled(metrics.EVENTS, event.platform, "done").inc()

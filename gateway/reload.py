@@ -66,6 +66,7 @@ RESTART_ONLY = (
     "pipeline",
     "outbox",
     "logging",
+    "ops",
     "platforms.console",
 )
 PLATFORMS = ("telegram", "discord", "feishu")
@@ -138,6 +139,7 @@ def effective(old: Settings, new: Settings, restart: list[str]) -> Settings:
             "pipeline": old.pipeline,
             "outbox": old.outbox,
             "logging": old.logging,
+            "ops": old.ops,
             "platforms": new.platforms.model_copy(update=kept),
         }
     )

@@ -46,11 +46,17 @@ class Watchdog:
         store: Store,
         adapters: Callable[[], Mapping[str, Adapter]],
         alerts: Alerts,
+        handlers: Callable[[], Mapping[str, tuple[str, float]]],
+        handler_timeout: float,
     ) -> None:
         self.config = config
         self.store = store
         self.adapters = adapters
         self.alerts = alerts
+        #: The pipeline's running handlers (key → route, start) and their timeout.
+        self.handlers = handlers
+        self.handler_timeout = handler_timeout
+        self._overrun: set[str] = set()
         #: (loop time, lag) of the samples within ``lag_window``, oldest first.
         self._lags: deque[tuple[float, float]] = deque()
         self._down: dict[str, float] = {}
@@ -113,7 +119,7 @@ class Watchdog:
         """One round: read every check, move its metric, update the alerts. A failure
         is logged and the next round tries again (a dead store is readiness's to show)."""
         try:
-            readings = [self._lag_reading(), *self._platform_readings()]
+            readings = [self._lag_reading(), self._overrun_reading(), *self._platform_readings()]
             readings += await self._store_readings()
             await self.alerts.update(readings)
         except Exception:
@@ -133,6 +139,26 @@ class Watchdog:
         lag = self.lag
         detail = f"event loop lag {lag:.2f} s (ops.watchdog.loop_lag {self.config.loop_lag} s)"
         return Reading("loop_lag", lag, self.config.loop_lag, detail)
+
+    def _overrun_reading(self) -> Reading:
+        """Handlers still running past ``pipeline.handler_timeout``: one that ignores its
+        cancellation, or waits in a shielded call. Each is named once, in a line and the
+        metric, and the check stays tripped while any runs on."""
+        now = time.monotonic()
+        late = {
+            key: route
+            for key, (route, started) in self.handlers().items()
+            if now - started > self.handler_timeout
+        }
+        for key in late.keys() - self._overrun:
+            log.warning("watchdog.handler_overrun", key=key, route=late[key])
+            metrics.HANDLER_OVERRUNS.labels(late[key]).inc()
+        self._overrun = set(late)
+        detail = (
+            f"{len(late)} handler running past pipeline.handler_timeout"
+            f" ({self.handler_timeout} s): {', '.join(sorted(late.values()))}"
+        )
+        return Reading("handler_overrun", len(late), 0, detail)
 
     def _platform_readings(self) -> list[Reading]:
         now = time.monotonic()

@@ -6,6 +6,7 @@ when they clear."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import structlog
 from prometheus_client import REGISTRY
 
 from tests.conftest import TETHER, make_settings, subprocess_env, write_config
@@ -41,6 +43,19 @@ handlers = Router("watchdog-tests")
 async def _block(ctx: Context) -> None:
     time.sleep(2)  # noqa: ASYNC251 - the point: a handler that blocks the event loop
     await ctx.reply("unblocked")
+
+
+#: Released by the test: the handler that ignores its timeout runs until then.
+release = asyncio.Event()
+
+
+@handlers.text(r"^stubborn$")
+async def _stubborn(ctx: Context) -> None:
+    """Swallows the cancellation of its timeout and goes on: past it, still running."""
+    while not release.is_set():
+        with contextlib.suppress(asyncio.CancelledError):
+            await release.wait()
+    await ctx.reply("finally")
 
 
 def _router() -> Router:
@@ -215,6 +230,39 @@ async def test_an_old_unsent_reply_alerts_once_and_recovers_when_it_is_sent(
     assert len(texts) == 2, texts
     assert texts[0].startswith("Tether alert: the oldest unsent reply has waited")
     assert texts[1].startswith("Tether recovered: outbox_age")
+
+
+# -- a handler past its timeout ---------------------------------------------------------
+
+
+async def test_a_handler_past_its_timeout_is_named_in_a_line_a_metric_and_an_alert(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    release.clear()
+    sections = {**_sections(fake, "loopback:ops"), "pipeline": {"handler_timeout": 0.2}}
+    ops = LoopbackAdapter()
+    route = "text:^stubborn$->_stubborn"
+    before = REGISTRY.get_sample_value("tether_handler_overruns_total", {"route": route}) or 0
+    with structlog.testing.capture_logs() as logs:
+        async with running(make_settings(tmp_path, **sections), ops) as (gateway, _):
+            fake.push(message=fake.message(42, "stubborn"))
+            try:
+                await ops.wait_for_sent(1)
+            finally:
+                release.set()  # else stopping the gateway waits on it forever
+            await fake.wait_for(lambda: _sent_to(fake, 42) == ["finally"])
+            await ops.wait_for_sent(2)
+            await _settled(gateway)
+
+    texts = [delivery.message.text for delivery in ops.sent]
+    assert len(texts) == 2, texts
+    assert texts[0].startswith("Tether alert: 1 handler running past")
+    assert texts[1].startswith("Tether recovered: handler_overrun")
+    overruns = [entry for entry in logs if entry["event"] == "watchdog.handler_overrun"]
+    assert len(overruns) == 1
+    assert (overruns[0]["key"], overruns[0]["route"]) == ("tg:123456:1000", route)
+    after = REGISTRY.get_sample_value("tether_handler_overruns_total", {"route": route})
+    assert after == before + 1
 
 
 # -- durable: a restart neither forgets nor repeats; tether status lists it ----------
