@@ -21,6 +21,7 @@ import structlog
 from prometheus_client import REGISTRY
 
 from tests.conftest import TETHER, make_settings, subprocess_env, write_config
+from tests.conftest import running as conftest_running
 from tests.fakes.telegram_api import FakeTelegram
 from tether import Context, Router
 from tether.adapters.base import Adapter
@@ -230,6 +231,31 @@ async def test_an_old_unsent_reply_alerts_once_and_recovers_when_it_is_sent(
     assert len(texts) == 2, texts
     assert texts[0].startswith("Tether alert: the oldest unsent reply has waited")
     assert texts[1].startswith("Tether recovered: outbox_age")
+
+
+# -- a flapping check ---------------------------------------------------------------------
+
+
+async def test_a_check_that_flaps_within_one_window_sends_one_alert_and_one_recovery(
+    tmp_path: Path,
+) -> None:
+    quiet = {**FAST, "interval": 3600, "lag_interval": 3600}  # this test drives the rounds
+    settings = make_settings(
+        tmp_path, ops={"watchdog": quiet, "alerts": {"deliver": "loopback:ops"}}
+    )
+    async with conftest_running(settings) as (gateway, ops):
+        watchdog = gateway.watchdog
+        assert watchdog is not None
+        now = asyncio.get_running_loop().time()
+        for step, lag in enumerate([5.0, 0.0, 5.0, 0.0, 5.0, 0.0]):
+            watchdog.note_lag(lag, now + 100 * step)  # each sample outlives the window
+            await watchdog.check()
+            await gateway.drain()
+
+    texts = [delivery.message.text for delivery in ops.sent]
+    assert len(texts) == 2, texts
+    assert texts[0].startswith("Tether alert: event loop lag 5.00 s")
+    assert texts[1].startswith("Tether recovered: loop_lag")
 
 
 # -- a handler past its timeout ---------------------------------------------------------
