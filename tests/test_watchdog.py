@@ -27,7 +27,8 @@ from tether import Context, Router
 from tether.adapters.base import Adapter
 from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram import TelegramAdapter
-from tether.config import Settings
+from tether.config import ConfigError, Settings
+from tether.errors import GatewayError
 from tether.events import Conversation, Event, Kind
 from tether.gateway.agents import echo_router
 from tether.gateway.app import Gateway, build_adapters
@@ -337,3 +338,17 @@ async def _bury(gateway: Gateway, key: str) -> None:
     )
     await gateway.inbox.accept([event])
     await gateway.drain()
+
+
+# -- a wrong ops.alerts.deliver is one line naming the key -------------------------------
+
+
+def test_a_malformed_or_disabled_alert_target_is_one_line_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError, match=r"ops\.alerts\.deliver: .*platform:chat"):
+        make_settings(tmp_path, ops={"alerts": {"deliver": "telegram"}})
+    settings = make_settings(tmp_path, ops={"alerts": {"deliver": "discord:123"}})
+    with pytest.raises(GatewayError) as caught:
+        Gateway(settings, {"loopback": LoopbackAdapter()})
+    assert str(caught.value) == "ops.alerts.deliver: platform 'discord' is not enabled"
