@@ -426,8 +426,10 @@ class Gateway:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig.name)
-        loop.add_signal_handler(signal.SIGHUP, self.reloader.request)
         async with systemd.Notifier.from_env() as notifier:  # no NOTIFY_SOCKET: a no-op
+            loop.add_signal_handler(
+                signal.SIGHUP, lambda: notifier.reloading(self.reloader.request())
+            )
             await self.start()
             notifier.ready(f"serving {', '.join(sorted(self.adapters)) or 'no platform'}")
             self.reloader.announce()

@@ -210,11 +210,12 @@ class Reloader:
         self._announced = True
         self._record({"outcome": "started"})
 
-    def request(self) -> None:
+    def request(self) -> asyncio.Task[bool]:
         """SIGHUP: reload in the background (one at a time, in order)."""
         task = asyncio.create_task(self.reload(), name="config-reload")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def reload(self) -> bool:
         """Re-read the config and swap it in; False (and nothing changed) when it fails."""

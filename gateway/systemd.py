@@ -22,8 +22,10 @@ import asyncio
 import contextlib
 import os
 import socket
+import time
 from collections.abc import MutableMapping
 from types import TracebackType
+from typing import Any
 
 import structlog
 
@@ -46,6 +48,7 @@ class Notifier:
         self._socket: socket.socket | None = None
         self._pinger: asyncio.Task[None] | None = None
         self._failing = False
+        self._serving = "serving"
 
     @classmethod
     def from_env(cls, environ: MutableMapping[str, str] | None = None) -> Notifier:
@@ -65,7 +68,18 @@ class Notifier:
         return self.address is not None
 
     def ready(self, status: str) -> None:
+        self._serving = status
         self.send("READY=1", f"STATUS={status}")
+
+    def reloading(self, reload: asyncio.Future[Any]) -> None:
+        """systemd's notify-reload protocol: ``RELOADING=1`` (with the monotonic time it
+        checks) now, ``READY=1`` again once ``reload`` has ended, whatever its outcome
+        (a failed reload leaves the running configuration serving)."""
+        if self.address is None:
+            return
+        usec = time.monotonic_ns() // 1000
+        self.send("RELOADING=1", f"MONOTONIC_USEC={usec}", "STATUS=reloading the configuration")
+        reload.add_done_callback(lambda _done: self.ready(self._serving))
 
     def status(self, status: str) -> None:
         self.send(f"STATUS={status}")

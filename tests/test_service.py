@@ -120,6 +120,19 @@ async def _run_under_fake_systemd(tmp_path: Path, fake: FakeTelegram) -> None:
         await systemd.wait_for(lambda: "WATCHDOG=1" in systemd.messages[unblocked:])
         await fake.wait_for(lambda: [s["text"] for s in fake.sent] == ["unblocked"], 30)
 
+        # A reload (SIGHUP) speaks systemd's notify-reload: RELOADING=1 with the monotonic
+        # time, then READY=1 once the reload has ended (here: nothing changed).
+        at_reload = len(systemd.messages)
+        proc.send_signal(signal.SIGHUP)
+        await systemd.wait_for(
+            lambda: any(m.startswith("READY=1") for m in systemd.messages[at_reload:])
+        )
+        reloading = [m for m in systemd.messages[at_reload:] if m.startswith("RELOADING=1")]
+        assert len(reloading) == 1 and "\nMONOTONIC_USEC=" in reloading[0]
+        again = next(m for m in systemd.messages[at_reload:] if m.startswith("READY=1"))
+        assert systemd.messages.index(again, at_reload) > systemd.messages.index(reloading[0])
+        assert again.splitlines() == ["READY=1", "STATUS=serving telegram"]
+
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
     finally:
