@@ -130,10 +130,6 @@ class LLM:
         for pool in self.pools.values():
             pool.forget()
 
-    def key_report(self) -> list[dict[str, str]]:
-        """Every key's state by masked id, provider by provider."""
-        return [entry for pool in self.pools.values() for entry in pool.report()]
-
     def model(self, name: str) -> LLMModelConfig:
         return self.config.models[name]
 

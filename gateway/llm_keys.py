@@ -157,13 +157,6 @@ class KeyPool:
         ends = [k.cooling_until - now for k in self.keys if not k.revoked]
         return max(min(ends), 0.0) if ends else None
 
-    def report(self) -> list[dict[str, str]]:
-        now = time.monotonic()
-        return [
-            {"provider": self.provider, "key": k.id, "state": STATE_NAMES[k.state(now)]}
-            for k in self.keys
-        ]
-
     def forget(self) -> None:
         """Stop publishing this pool's keys: their series go back to the pool that was
         live before (a failed reload) or away (the last pool of those keys closed)."""

@@ -45,8 +45,6 @@ class MemoryStore(Store):
         self._message_id = 0
         self._conversations: dict[str, ConversationState] = {}
         self._facts: dict[str, list[Fact]] = {}
-        #: Facts retired by reflection: kept, like the SQL stores keep them (marked).
-        self._retired: list[Fact] = []
         self._fact_keys: set[tuple[str, int]] = set()
         self._fact_id = 0
         self._usage_keys: set[tuple[str, str]] = set()
@@ -349,7 +347,6 @@ class MemoryStore(Store):
         if changes.forget or changes.retire:
             gone = set(changes.forget) | set(changes.retire)
             stored = self._facts.get(conversation, [])
-            self._retired += [f for f in stored if f.id in set(changes.retire)]
             self._facts[conversation] = [f for f in stored if f.id not in gone]
         if changes.summarized is not None:
             first, last = changes.summarized
