@@ -29,16 +29,14 @@ import structlog
 from tether.adapters.base import Adapter
 from tether.config.schema import Settings
 from tether.errors import GatewayError
-from tether.gateway import logs, metrics, plugin_path, systemd
-from tether.gateway.access import Access, access_router
-from tether.gateway.agents import echo_router
+from tether.gateway import logs, metrics, systemd
+from tether.gateway.access import Access
 from tether.gateway.alerts import Alerts
-from tether.gateway.commands import commands_router
+from tether.gateway.assembly import _connected, _guarded, build_adapters, load_router
 from tether.gateway.dispatcher import Dispatcher
 from tether.gateway.http import HttpServer
 from tether.gateway.inbox import Inbox
 from tether.gateway.llm import LLM
-from tether.gateway.llm_agent import llm_router
 from tether.gateway.outbox import Outbox
 from tether.gateway.pipeline import Pipeline
 from tether.gateway.reload import Reloader
@@ -54,77 +52,10 @@ from tether.scheduler.jobs import JobError, check_targets, load_jobs
 from tether.scheduler.routing import with_jobs
 from tether.scheduler.runner import Scheduler
 
+#: ``build_adapters`` and ``load_router`` live in :mod:`.assembly`; kept importable here.
+__all__ = ["Gateway", "build_adapters", "load_router", "settle_heap"]
+
 log = structlog.get_logger("tether.gateway")
-
-
-def load_router(settings: Settings, access: Access | None = None) -> Router:
-    """Plugins in config order, then the commands every agent has, then the built-in
-    agent; ``access`` tells ``/help`` who is an admin."""
-    root = Router("root")
-    for index, spec in enumerate(settings.plugins):
-        root.include(_import_router(f"plugins[{index}]", spec))
-    root.include(commands_router(settings, root, access.is_admin if access else None))
-    llm = settings.agent.handler == "llm"
-    root.include(llm_router(settings) if llm else echo_router(settings.agent))
-    return root
-
-
-def _connected(adapter: Adapter) -> Callable[[], float]:
-    return lambda: float(adapter.connected)
-
-
-def _guarded(router: Router, access: Access) -> Router:
-    """The access middleware around everything, with the built-in access commands first."""
-    root = Router("gateway")
-    root.middleware(access)
-    root.include(access_router(access))
-    root.include(router)
-    return root
-
-
-def _import_router(key: str, spec: str) -> Router:
-    """The router ``spec`` names; any failure is one line naming ``key`` (``plugins[0]``):
-    a plugin's own bug at import is the operator's to see, not a traceback through ours."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise GatewayError(f"{key}: {spec!r} should be 'package.module:router'")
-    try:
-        module = plugin_path.import_module(module_name)
-    except ImportError as exc:
-        raise GatewayError(f"{key}: cannot import {module_name!r}: {exc}") from None
-    except Exception as exc:
-        raise GatewayError(
-            f"{key}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
-        ) from None
-    router = getattr(module, attr, None)
-    if not isinstance(router, Router):
-        raise GatewayError(f"{key}: {spec!r} is not a gateway.Router")
-    return router
-
-
-def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[str, Adapter]:
-    """The adapters the config enables (``console`` overrides ``platforms.console.enabled``)."""
-    adapters: dict[str, Adapter] = {}
-    use_console = settings.platforms.console.enabled if console is None else console
-    if use_console:
-        from tether.adapters.console import ConsoleAdapter
-
-        adapters["console"] = ConsoleAdapter(
-            settings.platforms.console.user, name=settings.agent.name
-        )
-    if settings.platforms.telegram:
-        from tether.adapters.telegram import TelegramAdapter
-
-        adapters["telegram"] = TelegramAdapter(settings.platforms.telegram)
-    if settings.platforms.discord:
-        from tether.adapters.discord import DiscordAdapter  # imports discord.py only when enabled
-
-        adapters["discord"] = DiscordAdapter(settings.platforms.discord)
-    if settings.platforms.feishu:
-        from tether.adapters.feishu import FeishuAdapter  # lark-oapi takes ~2 s to import
-
-        adapters["feishu"] = FeishuAdapter(settings.platforms.feishu)
-    return adapters
 
 
 class Gateway:

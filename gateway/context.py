@@ -18,7 +18,8 @@ import structlog
 
 from tether.events import REPLY_META, Event, OutMessage, Target
 from tether.gateway import metrics
-from tether.gateway.llm import LLM, TaskLLM
+from tether.gateway.llm import LLM
+from tether.gateway.llm_task import TaskLLM
 from tether.memory.conversation import ConversationMemory
 from tether.memory.roles import HandlerStore
 
