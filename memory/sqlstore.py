@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from tether.events import OutMessage
 from tether.memory import sql
+from tether.memory.console_sql import ConsoleSql
 from tether.memory.records import (
     ConversationState,
     DeadLetter,
@@ -52,7 +53,7 @@ class Commit(Protocol):
     def __call__(self, phase: int, *statements: Statement) -> Awaitable[None]: ...
 
 
-class SqlStore(Store):
+class SqlStore(ConsoleSql, Store):
     #: An attribute, not a method: SQLite binds its link's own ``write`` here, so a write
     #: costs no extra call on the way to the writer.
     _write: Commit

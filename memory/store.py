@@ -35,6 +35,7 @@ from tether.memory.records import (
     Window,
 )
 from tether.memory.roles import (
+    ConsoleStore,
     ConversationStore,
     CursorStore,
     EventStore,
@@ -50,6 +51,7 @@ from tether.memory.roles import (
 __all__ = [
     "UNFINISHED_INBOX",
     "UNSENT_OUTBOX",
+    "ConsoleStore",
     "ConversationState",
     "ConversationStore",
     "CursorStore",
@@ -84,7 +86,7 @@ class WritesFailing(RuntimeError):
     readiness does not report a store that would lose what it is given."""
 
 
-class Store(EventStore, OutboxStore, PairingStore, ReportStore, Protocol):
+class Store(EventStore, OutboxStore, PairingStore, ReportStore, ConsoleStore, Protocol):
     """Durable state behind every role. All methods are safe to call concurrently."""
 
     @abc.abstractmethod

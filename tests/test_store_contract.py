@@ -576,3 +576,48 @@ async def test_sqlite_memory_changes_roll_back_with_a_failed_checkpoint(tmp_path
         assert await store.usage("c1") == [] and await store.history("c1", 5) == []
     finally:
         await store.close()
+
+
+async def test_console_reads_series_events_timeline_chat_and_fact_edits(store: Store) -> None:
+    """The web console's role (ConsoleStore): one event's life as the pages show it."""
+    since = time.time() - 60
+    await store.accept([(event("k", "hello"), "c1"), (event("other", "x_%"), "c2")])
+    [row] = [r for r in await store.recover() if r.key == "k"]
+    await store.begin(row)
+    await store.save_step("k", "fetch", '"42"')
+    changes = MemoryChanges(
+        "c1", facts=[("likes tea", 3), ("lives in Oslo", 4)],
+        usage=[UsageRecord("llm:reply", "m", "2030-01-01", 3, 4, 0.5)],
+    )  # fmt: skip
+    await store.checkpoint("k", [out("k#0", "hi there")], [said("hello")], changes)
+    await store.mark_outbox("k#0", "sent", platform_id="m-1")
+
+    series = await store.series(since, 3600.0, 2)
+    assert series["received"][0] == 2 and series["replies"][0] == 1
+    assert series["received"][1] == 0
+    assert [e.key for e in await store.find_events()] == ["other", "k"]  # newest first
+    assert [e.key for e in await store.find_events(key="oth")] == ["other"]
+    assert [e.key for e in await store.find_events(conversation="c1")] == ["k"]
+    assert [e.key for e in await store.find_events(status="done")] == ["k"]
+    assert await store.find_events(key="%") == []  # LIKE wildcards are literal
+    timeline = await store.timeline("k")
+    assert timeline is not None and timeline.event.status == "done"
+    assert [s.name for s in timeline.steps] == ["fetch"]
+    assert [(s.text, s.status, s.platform_id) for s in timeline.sends] == [
+        ("hi there", "sent", "m-1")
+    ]
+    assert await store.timeline("missing") is None
+    assert {c.conversation: c.events for c in await store.conversation_list()} == {
+        "c1": 1, "c2": 1,
+    }  # fmt: skip
+    assert [(line.role, line.text) for line in await store.chat_log("c1")] == [
+        ("user", "hello"),
+        ("agent", "hi there"),
+    ]
+
+    first, second = await store.facts("c1")
+    assert await store.edit_fact("c1", first.id, "likes green tea", 4)
+    assert await store.forget_fact("c1", second.id)
+    assert not await store.forget_fact("c2", first.id)  # another conversation's fact
+    assert not await store.edit_fact("c1", second.id, "gone", 1)
+    assert [f.text for f in await store.facts("c1")] == ["likes green tea"]
