@@ -43,6 +43,7 @@ from tether.config.platforms import (
     TelegramWebhookConfig,
 )
 from tether.config.section import Section
+from tether.config.tools import DEFAULT_MAX_TOOL_ROUNDS, ToolsConfig
 
 __all__ = [
     "AccessConfig",
@@ -85,6 +86,10 @@ class AgentConfig(Section):
     #: cost a second full answer) or ``reanswer`` it, the answer saying it is about the
     #: edited text.
     on_edit: Literal["ignore", "reanswer"] = "ignore"
+    #: Rounds of tool calls in one turn; past them the model answers without tools.
+    max_tool_rounds: int = Field(default=DEFAULT_MAX_TOOL_ROUNDS, ge=1, le=100)
+    #: Built-in tools, each on unless switched off (``remember: false``).
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
 
 
 class MemoryConfig(Section):

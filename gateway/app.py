@@ -43,6 +43,7 @@ from tether.gateway.reload import Reloader
 from tether.gateway.routing import Router
 from tether.gateway.start_errors import encoding_error, listen_error, store_error
 from tether.gateway.throttle import Throttle
+from tether.gateway.tools.toolbox import build_toolbox
 from tether.gateway.watchdog import Watchdog
 from tether.memory import tokens
 from tether.memory.sqlite import SqliteStore
@@ -110,6 +111,8 @@ class Gateway:
         self.router = with_jobs(self.router)  # cron fires: text, handler, prompt → agent
         self.outbox = Outbox(self.store, self.adapters, settings.outbox)
         self.llm = LLM(settings) if settings.llm else None
+        #: The tools the model may call (Python, built-in, MCP): gateway/tools/toolbox.py.
+        self.toolbox = build_toolbox(settings, lambda: self.router, self.store)
         self.pipeline = Pipeline(
             self.store,
             self.router,
@@ -117,6 +120,7 @@ class Gateway:
             settings.pipeline,
             self.outbox.enqueue,
             llm=self.llm,
+            tools=self.toolbox,
         )
         self.dispatcher = Dispatcher(
             self.pipeline.run,
@@ -204,6 +208,8 @@ class Gateway:
         if self.llm:
             undo.push_async_callback(_quietly, "llm.close", self.llm.close)
             await asyncio.to_thread(self.llm.prepare)
+        undo.push_async_callback(_quietly, "tools.stop", self.toolbox.stop)
+        await self.toolbox.start()
         for adapter in self.adapters.values():
             undo.push_async_callback(_quietly, f"{adapter.platform}.close", adapter.close)
             await adapter.open()
@@ -308,6 +314,7 @@ class Gateway:
         await self.reloader.close()
         if self.http:
             await self.http.stop()
+        await self.toolbox.stop()
         if self.llm:
             await self.llm.close()
         await self.store.close()

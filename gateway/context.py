@@ -98,6 +98,9 @@ class Context:
         self._platforms = platforms
         self._step_names: set[str] = set()
         self._llm = llm
+        #: The gateway's :class:`~tether.gateway.tools.toolbox.Toolbox` (typed loosely:
+        #: the tools package imports this module), read by the agent's tool loop.
+        self.tools: object | None = None
 
     @functools.cached_property
     def llm(self) -> TaskLLM:

@@ -33,6 +33,7 @@ from tether.gateway.logs import redactor
 from tether.gateway.routing import Router, call
 from tether.gateway.splitting import split_text
 from tether.gateway.throttle import THROTTLE_NOTICE, THROTTLED
+from tether.gateway.tools.toolbox import Toolbox
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow
 from tether.memory.roles import EventStore, OutboxStore
 
@@ -53,6 +54,7 @@ class Pipeline:
         config: PipelineConfig,
         on_checkpoint: Callable[[Sequence[OutboxRow]], None],
         llm: LLM | None = None,
+        tools: Toolbox | None = None,
     ) -> None:
         self.store = store
         self.router = router
@@ -61,6 +63,7 @@ class Pipeline:
         self.on_checkpoint = on_checkpoint
         self._platforms = frozenset(adapters)
         self.llm = llm
+        self.tools = tools
         #: Handlers running now: event key → (route, monotonic start), for the watchdog.
         self.running: dict[str, tuple[str, float]] = {}
 
@@ -74,6 +77,7 @@ class Pipeline:
         ctx = Context(
             event, row.conversation, row.attempts, self.store, elog, self._platforms, self.llm
         )
+        ctx.tools = self.tools
         started = time.monotonic()
         route_name = None
         try:

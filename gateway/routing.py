@@ -16,6 +16,8 @@ from tether.events import Event, Kind
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context
+    from tether.gateway.tools.python import ToolFunction
+    from tether.gateway.tools.spec import Tool
 
 Handler = Callable[["Context"], Awaitable[None]]
 NextHandler = Callable[[Event, dict[str, Any]], Awaitable[Any]]
@@ -62,6 +64,7 @@ class Router:
         self._children: list[Router] = []
         self._middlewares: list[Middleware] = []
         self._fallback: Handler | None = None
+        self._tools: list[Tool] = []
 
     # -- registration -------------------------------------------------------------
 
@@ -105,6 +108,29 @@ class Router:
         """Wrap every handler this router (and its children) resolves."""
         self._middlewares.append(middleware)
         return middleware
+
+    def tool(
+        self,
+        fn: ToolFunction | None = None,
+        *,
+        idempotent: bool = False,
+        name: str | None = None,
+    ) -> Any:
+        """Offer an async function to the model as a tool (``@router.tool`` or
+        ``@router.tool(idempotent=True, name=...)``); its schema comes from the signature
+        and docstring, a ``ctx: Context`` parameter gets the context. ``idempotent``
+        promises that running it again after a crash is harmless: see docs/tools.md."""
+        from tether.gateway.tools.python import python_tool
+
+        def decorator(function: ToolFunction) -> ToolFunction:
+            self._tools.append(python_tool(function, name=name, idempotent=idempotent))
+            return function
+
+        return decorator(fn) if fn is not None else decorator
+
+    def tools(self) -> list[Tool]:
+        """Every tool of this router and its children, in registration order."""
+        return [*self._tools, *(tool for child in self._children for tool in child.tools())]
 
     def include(self, router: Router) -> Router:
         self._children.append(router)

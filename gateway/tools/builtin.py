@@ -1,0 +1,85 @@
+"""Built-in tools about the conversation's own memory: ``remember`` and ``forget``.
+
+They do what ``/remember`` and ``/forget`` do, when the person asks in their own words
+("remember that I'm vegetarian"). Both write through ``ctx.memory``, so the change is
+committed with the turn's checkpoint, or not at all; the loop replays those writes when
+a re-run takes the tool's stored result. Each is switched by ``agent.tools``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tether.config.tools import ToolsConfig
+from tether.gateway.tools.python import python_tool
+from tether.gateway.tools.spec import Tool, ToolError
+
+if TYPE_CHECKING:
+    from tether.gateway.context import Context
+
+
+async def remember(ctx: Context, fact: str) -> str:
+    """Save a fact about the person or this chat to keep in mind in later conversations.
+
+    Use it when the person asks you to remember something, or states a lasting
+    preference. Saved facts are shown to you at the start of every turn.
+
+    Args:
+        fact: The fact, as one short self-contained sentence.
+    """
+    text = fact.strip()
+    if not text:
+        raise ToolError("nothing to remember: the fact is empty")
+    ctx.memory.remember(text)
+    return f"saved: {text}"
+
+
+async def forget(ctx: Context, matching: str) -> str:
+    """Forget saved facts that contain a text (case-insensitive), e.g. when the person
+    says something you remembered is no longer true.
+
+    Args:
+        matching: Words the facts to forget contain; "all" forgets every saved fact.
+    """
+    wanted = matching.strip().lower()
+    if not wanted:
+        raise ToolError("say which facts to forget: 'matching' is empty")
+    facts = await ctx.memory.facts()
+    chosen = facts if wanted == "all" else [f for f in facts if wanted in f.text.lower()]
+    if not chosen:
+        listed = "; ".join(f.text for f in facts) or "none"
+        return f"no saved fact contains {matching!r} (saved facts: {listed})"
+    ctx.memory.forget([fact.id for fact in chosen])
+    return "forgotten: " + "; ".join(fact.text for fact in chosen)
+
+
+_ALL = {
+    "remember": python_tool(remember, idempotent=True),
+    "forget": python_tool(forget, idempotent=True),
+}
+
+
+class BuiltinTools:
+    """The memory built-ins that ``agent.tools`` leaves on."""
+
+    label = "built-in tools"
+
+    def __init__(self, config: ToolsConfig) -> None:
+        self._tools = [
+            Tool(
+                name=tool.name,
+                description=tool.description,
+                parameters=tool.parameters,
+                run=tool.run,
+                idempotent=tool.idempotent,
+                source="builtin",
+            )
+            for name, tool in _ALL.items()
+            if config.enabled(name)
+        ]
+
+    def names(self) -> list[str]:
+        return [tool.name for tool in self._tools]
+
+    async def tools(self, ctx: Context) -> list[Tool]:
+        return list(self._tools)
