@@ -40,7 +40,9 @@ from tether.gateway.llm import LLM
 from tether.gateway.outbox import Outbox
 from tether.gateway.pipeline import Pipeline
 from tether.gateway.reload import Reloader
+from tether.gateway.rooms import Rooms
 from tether.gateway.routing import Router
+from tether.gateway.runtime import release_heap, running_loop
 from tether.gateway.start_errors import encoding_error, listen_error, store_error
 from tether.gateway.throttle import Throttle
 from tether.gateway.tools.toolbox import build_toolbox
@@ -134,6 +136,11 @@ class Gateway:
             settings.agent.group_sessions,
             Throttle(settings.access.rate_limit),
         )
+        #: ``agents:``: each account's ingress is stamped with its agent, and agents in one
+        #: group chat hear each other's replies (gateway/rooms.py).
+        self.rooms = Rooms(settings, self.inbox, self.adapters) if settings.agents else None
+        if self.rooms:
+            self.outbox.on_delivered = self.rooms.delivered
         self.watchdog = self._watchdog(scheduler)
         #: Cron jobs are ingress too: started after the adapters, stopped before them.
         self.scheduler = (
@@ -184,7 +191,10 @@ class Gateway:
             undo.pop_all()  # started: from here on, stop() takes over
         self._up = True
         log.info(
-            "gateway.started", platforms=sorted(self.adapters), store=self.store.__class__.__name__
+            "gateway.started",
+            platforms=sorted(self.adapters),
+            store=self.store.__class__.__name__,
+            loop=running_loop(),
         )
 
     async def _start(self, undo: contextlib.AsyncExitStack) -> None:
@@ -199,10 +209,11 @@ class Gateway:
             await self.store.open()
         except Exception as exc:
             raise store_error(self.settings.memory.store, self.store, exc) from exc
-        # Seed tiktoken's cache and load the encoding now, off the loop: turns are
-        # counted when written, and a missing encoding should stop the start, not a turn.
+        # Seed tiktoken's cache now, off the loop: turns are counted when written, and a
+        # missing encoding should stop the start, not a turn. The parsed encoding (~75 MB)
+        # is loaded now only for an `llm:`; without one it loads at the first turn counted.
         try:
-            await asyncio.to_thread(tokens.encoding)
+            await asyncio.to_thread(tokens.encoding if self.llm else tokens.seed_cache)
         except Exception as exc:
             raise encoding_error(exc) from exc
         if self.llm:
@@ -232,7 +243,8 @@ class Gateway:
         for name, adapter in self.adapters.items():
             metrics.CONNECTED.labels(name).set_function(_connected(adapter))
             undo.push_async_callback(_quietly, f"{name}.stop", adapter.stop)
-            await adapter.start(self.inbox)
+            rooms = self.rooms
+            await adapter.start(rooms.inbox_for(name, self.inbox) if rooms else self.inbox)
             self._started.append(adapter)
             log.info("adapter.started", platform=name)
         if self.scheduler:
@@ -422,3 +434,4 @@ def settle_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+    release_heap()  # and what start-up freed goes back to the system

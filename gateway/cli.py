@@ -21,7 +21,7 @@ import yaml
 
 from tether.config import ConfigError, Settings, load
 from tether.errors import GatewayError
-from tether.gateway import logs, plugin_path
+from tether.gateway import logs, plugin_path, runtime
 from tether.gateway.access import RESERVED
 from tether.gateway.alerts import open_alerts
 from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
@@ -149,14 +149,14 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         platforms = ", ".join(adapters) or "none"
         print(f"tether: {_sources(settings, args.config)}, platforms: {platforms}", file=sys.stderr)
     gateway = Gateway(settings, adapters, config_path=args.config)
-    asyncio.run(gateway.run_until_signal())
+    runtime.run(gateway.run_until_signal())  # on uvloop when it imports
     return 0
 
 
 def _chat(settings: Settings, args: argparse.Namespace) -> int:
     if sys.stdout.isatty():  # a person chatting: say which config and store hold the talk
         print(f"tether: {_sources(settings, args.config)}", file=sys.stderr)
-    asyncio.run(_chat_session(settings))
+    runtime.run(_chat_session(settings))
     return 0
 
 

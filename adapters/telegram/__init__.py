@@ -17,7 +17,29 @@ the config schema or the gateway.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
+
+
+def _import_ptb_without_passport() -> None:
+    """Import PTB with ``cryptography`` out of its sight, unless something loaded it first.
+
+    PTB imports ``cryptography`` whenever it is installed (another dependency brings it),
+    only to decrypt Telegram Passport data, which Tether never asks for; that import is
+    8 MB of resident memory for the life of the process (bench/idle.py). The block lasts
+    for PTB's import only: whatever imports ``cryptography`` later gets it.
+    """
+    if "telegram" in sys.modules or "cryptography" in sys.modules:
+        return
+    sys.modules["cryptography"] = None  # type: ignore[assignment]  # import -> ImportError
+    try:
+        import telegram  # noqa: F401
+    finally:
+        if sys.modules.get("cryptography", 0) is None:
+            del sys.modules["cryptography"]
+
+
+_import_ptb_without_passport()
 
 if TYPE_CHECKING:
     from tether.adapters.telegram.adapter import TelegramAdapter

@@ -1,0 +1,126 @@
+"""The process around the gateway (issue 22): the loop it runs on and what it loads.
+
+- The same gateway, durable store and all, answers on uvloop and on the standard loop.
+- Without an ``llm:`` section the start does not load the tiktoken encoding (~75 MB);
+  with one it does, so the first prompt does not pay for it.
+- Importing the Telegram adapter leaves ``cryptography`` unloaded (PTB would import it
+  for Passport decryption only), and importable for whoever needs it later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvloop
+
+from tests.conftest import ROOT, make_settings, subprocess_env
+from tether.adapters.loopback import LoopbackAdapter
+from tether.gateway import runtime
+from tether.gateway.app import Gateway
+
+Runner = Callable[[Coroutine[Any, Any, Any]], Any]
+
+
+async def _one_turn(tmp_path: Path) -> tuple[str, str]:
+    adapter = LoopbackAdapter()
+    gateway = Gateway(make_settings(tmp_path), {"loopback": adapter})
+    await gateway.start()
+    try:
+        await adapter.say("hello")
+        sent = await adapter.wait_for_sent(1)
+    finally:
+        await gateway.stop()
+    return runtime.running_loop(), sent[0].message.text
+
+
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [(asyncio.run, "asyncio"), (uvloop.run, "uvloop")],
+    ids=["asyncio", "uvloop"],
+)
+def test_the_gateway_answers_on_both_loops(tmp_path: Path, run: Runner, expected: str) -> None:
+    loop, answer = run(_one_turn(tmp_path))
+    assert (loop, answer) == (expected, "hello")
+
+
+def test_tether_run_chooses_uvloop_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TETHER_LOOP", raising=False)
+    assert runtime.loop_name() == "uvloop"
+    assert runtime.run(_loop_of_this_run()) == "uvloop"
+    monkeypatch.setenv("TETHER_LOOP", "asyncio")
+    assert runtime.loop_name() == "asyncio"
+    assert runtime.run(_loop_of_this_run()) == "asyncio"
+
+
+async def _loop_of_this_run() -> str:
+    return runtime.running_loop()
+
+
+def test_release_heap_is_safe_to_call() -> None:
+    runtime.release_heap()  # glibc's malloc_trim here; a no-op where there is none
+
+
+_START = """
+import asyncio, json, sys
+from tether.config import load_text
+from tether.adapters.loopback import LoopbackAdapter
+from tether.gateway.app import Gateway
+from tether.memory import tokens
+
+async def main():
+    gateway = Gateway(load_text(sys.argv[1]), {"loopback": LoopbackAdapter()})
+    await gateway.start()
+    loaded = tokens.encoding.cache_info().currsize
+    await gateway.stop()
+    print(json.dumps({"encodings_loaded": loaded}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("with_llm", [False, True], ids=["no-llm", "llm"])
+def test_the_encoding_is_loaded_at_start_only_for_an_llm(tmp_path: Path, with_llm: bool) -> None:
+    config: dict[str, Any] = {
+        "memory": {"store": f"sqlite:///{tmp_path / 'tether.db'}"},
+        "http": {"enabled": False},
+        "platforms": {"console": {"enabled": False}},
+    }
+    if with_llm:
+        config["llm"] = {
+            "providers": {"local": {"base_url": "http://127.0.0.1:9/v1", "api_key": "k"}},
+            "models": {"main": {"provider": "local", "model": "gpt-4o-mini"}},
+        }
+    done = subprocess.run(
+        [sys.executable, "-c", _START, json.dumps(config)],
+        cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"encodings_loaded": int(with_llm)}
+
+
+def test_the_telegram_adapter_leaves_cryptography_unloaded_and_importable() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        import tether.adapters.telegram.normalize
+        from tether.adapters.telegram import TelegramAdapter
+        assert "telegram" in sys.modules
+        print("cryptography" in sys.modules)
+        import cryptography.hazmat.primitives
+        print("cryptography" in sys.modules)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
