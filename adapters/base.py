@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tether.events import OutMessage, Target
 from tether.gateway.ratelimit import Limit
+from tether.gateway.splitting import Length
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -59,9 +60,23 @@ class Adapter(abc.ABC):
     idempotent_send: bool = False
     #: Resend rows whose first send was ambiguous even though sends are not idempotent.
     resend_unknown: bool = False
+    #: :meth:`edit` works: a streamed reply edits one preview message (``gateway/streaming``),
+    #: at most once per ``edit_interval`` seconds and ``edit_limit`` times (None: no cap).
+    can_edit: bool = False
+    edit_interval: float = 1.0
+    edit_limit: int | None = None
 
     def text_length(self, text: str) -> int:
         return len(text)
+
+    def length_for(self, format: str) -> Length:
+        """How to measure a text of ``format`` against ``text_limit`` (for splitting)."""
+        return self.text_length
+
+    async def edit(self, message: OutMessage, platform_id: str) -> Sent:
+        """Replace the text of sent message ``platform_id`` with ``message``'s; the same
+        ``Send*`` errors as :meth:`send` (an edit is idempotent: retrying is always safe)."""
+        raise SendFatal(f"{self.platform or 'this platform'} cannot edit messages")
 
     def limits(self, target: Target) -> list[Limit]:
         """The token buckets one send to ``target`` draws from."""

@@ -24,6 +24,7 @@ from tether.adapters.base import Adapter, SendAmbiguous, SendFatal, SendRetryabl
 from tether.backoff import equal_jitter, full_jitter
 from tether.config.schema import OutboxConfig
 from tether.gateway import metrics
+from tether.gateway.edits import deliver, edit_of
 from tether.gateway.lanes import Lanes, SharedStore
 from tether.gateway.logs import redactor
 from tether.gateway.ratelimit import Buckets
@@ -81,7 +82,8 @@ class Outbox:
         if adapter is None:
             log.warning("outbox.no_adapter", key=row.key, platform=row.platform)
             return False
-        if row.status == "sending" and not (adapter.idempotent_send or adapter.resend_unknown):
+        resendable = adapter.idempotent_send or adapter.resend_unknown or edit_of(row.message)
+        if row.status == "sending" and not resendable:
             await self._mark_unknown(row, "interrupted while sending (process stopped)")
             return False
         return True
@@ -120,7 +122,7 @@ class Outbox:
         started = time.monotonic()
         olog = log.bind(key=row.key, target=row.message.target.key, attempt=row.attempts)
         try:
-            sent = await adapter.send(row.message)
+            sent = await deliver(adapter, row.message)  # an edit, or a new message
         except SendRetryable as exc:
             if exc.retry_after is not None:
                 for limit in adapter.limits(row.message.target):
@@ -130,7 +132,7 @@ class Outbox:
             await self._dead(row, exc, olog)
             return True
         except Exception as exc:  # SendAmbiguous, and anything the adapter did not classify
-            if adapter.idempotent_send or adapter.resend_unknown:
+            if adapter.idempotent_send or adapter.resend_unknown or edit_of(row.message):
                 return await self._retry(row, exc, None, olog)
             error = _describe(exc)
             await self._record(row, "unknown", error=error)

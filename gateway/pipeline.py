@@ -28,6 +28,7 @@ from tether.errors import BudgetExceeded, Fatal, Retryable
 from tether.events import REPLY_META, OutMessage
 from tether.gateway import metrics
 from tether.gateway.context import Context
+from tether.gateway.edits import without_edit
 from tether.gateway.llm import LLM
 from tether.gateway.logs import redactor
 from tether.gateway.routing import Router, call
@@ -125,11 +126,13 @@ class Pipeline:
         out: list[OutMessage] = []
         for message in messages:
             adapter = self.adapters[message.target.platform]
-            chunks = split_text(message.text, adapter.text_limit, adapter.text_length)
+            length = adapter.length_for(message.format)
+            chunks = split_text(message.text, adapter.text_limit, length)
             for index, chunk in enumerate(chunks):
                 update: dict[str, Any] = {"key": f"{key}#{len(out)}", "text": chunk}
-                if index:  # only the first chunk quotes; the rest follow it
+                if index:  # only the first chunk quotes (or edits); the rest follow it
                     update["reply_to"] = None
+                    update["meta"] = without_edit(message.meta)
                 out.append(message.model_copy(update=update))
         return out
 

@@ -18,14 +18,16 @@ from telegram.error import InvalidToken
 from tether.adapters.base import Adapter, SendRetryable, Sent
 from tether.adapters.kit import Dropped, open_with_retries
 from tether.adapters.telegram.chores import Chores
+from tether.adapters.telegram.edit import edit_text
 from tether.adapters.telegram.http import AiohttpRequest, BotClient
 from tether.adapters.telegram.ingress import Ingress, Pace, offset_cursor
+from tether.adapters.telegram.markdown import shown_length
 from tether.adapters.telegram.normalize import Recipient, normalize
 from tether.adapters.telegram.send import rate_limits, send_message
 from tether.config.schema import TelegramConfig
 from tether.events import Event, OutMessage, Target
 from tether.gateway.ratelimit import Limit
-from tether.gateway.splitting import utf16_len
+from tether.gateway.splitting import Length, utf16_len
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -39,6 +41,7 @@ class TelegramAdapter(Adapter):
     """One bot token: updates in by long poll or webhook, replies out by sendMessage."""
 
     platform = "telegram"
+    can_edit = True  # editMessageText; about one edit a second per chat
     text_limit = 4096
 
     def __init__(self, config: TelegramConfig) -> None:
@@ -147,6 +150,15 @@ class TelegramAdapter(Adapter):
 
     def text_length(self, text: str) -> int:
         return utf16_len(text)
+
+    def length_for(self, format: str) -> Length:
+        # Telegram's limit counts the text as shown: Markdown is measured converted.
+        return shown_length if format == "markdown" else utf16_len
+
+    async def edit(self, message: OutMessage, platform_id: str) -> Sent:
+        if not self._opened:
+            raise SendRetryable("telegram adapter is not open")
+        return await edit_text(self.bot, message, platform_id)
 
     def limits(self, target: Target) -> list[Limit]:
         return rate_limits(target) if self.config.rate_limits else []

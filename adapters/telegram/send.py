@@ -32,6 +32,7 @@ from telegram.error import (
 from tether.adapters.base import SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
 from tether.adapters.kit import describe
 from tether.adapters.telegram.http import NOT_SENT, BotClient
+from tether.adapters.telegram.markdown import formatted, readable
 from tether.events import OutMessage, Target
 from tether.gateway.ratelimit import Limit
 
@@ -57,7 +58,7 @@ async def send_message(bot: BotClient, message: OutMessage) -> Sent:
 
 async def _send_text(bot: BotClient, chat: int | str, message: OutMessage) -> dict[str, Any]:
     """sendMessage; formatted text that Telegram cannot parse goes again as plain text."""
-    params: dict[str, Any] = {"chat_id": chat, "text": message.text}
+    params: dict[str, Any] = {"chat_id": chat, "text": formatted(message.text, message.format)}
     if message.target.thread_id:
         params["message_thread_id"] = int(message.target.thread_id)
     if message.reply_to and message.reply_to.lstrip("-").isdigit():
@@ -70,7 +71,7 @@ async def _send_text(bot: BotClient, chat: int | str, message: OutMessage) -> di
     try:
         return await bot.send_message_dict({**params, "parse_mode": parse_mode})
     except BadRequest as exc:
-        if parse_mode is None or not _ENTITY_ERROR.search(str(exc)):
+        if parse_mode is None or not refused_entities(exc):
             raise
         # A 400 was not delivered, so sending again cannot duplicate.
         log.warning(
@@ -79,8 +80,13 @@ async def _send_text(bot: BotClient, chat: int | str, message: OutMessage) -> di
             format=message.format,
             error=describe(exc),
         )
-        params["text"] = plain_text(message.text, message.format)
+        params["text"] = fallback_text(message.text, message.format)
         return await bot.send_message_dict(params)
+
+
+def refused_entities(exc: BadRequest) -> bool:
+    """Telegram refused the formatting (not the message): plain text will go through."""
+    return bool(_ENTITY_ERROR.search(str(exc)))
 
 
 def rate_limits(target: Target) -> list[Limit]:
@@ -119,6 +125,11 @@ def retry_after_seconds(exc: RetryAfter) -> float:
         value: int | timedelta = exc.retry_after
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
     return float(seconds)
+
+
+def fallback_text(text: str, fmt: str) -> str:
+    """What goes out as plain text when Telegram refuses the formatted one."""
+    return readable(text) if fmt == "markdown" else plain_text(text, fmt)
 
 
 def plain_text(text: str, fmt: str) -> str:

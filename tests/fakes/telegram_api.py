@@ -30,6 +30,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.telegram_text import Refused, Texts, rendered
+
 TOKEN = "123456:TEST-token_abcdefghijklmnopqrstuvwxyz"
 BOT_ID = 123456
 USERNAME = "tether_test_bot"
@@ -88,6 +90,7 @@ class FakeTelegram:
         self.offsets: list[int | None] = []  # every getUpdates offset, in order
         self.calls: list[Call] = []
         self.sent: list[dict[str, Any]] = []  # successful sendMessage params, in order
+        self.texts = Texts()  # what each message shows (parsed, after edits) and the edits
         self.webhook: dict[str, Any] | None = None
         #: Called with each getUpdates offset before it confirms anything (tests inspect
         #: the client's state at the moment it acknowledges a batch).
@@ -339,7 +342,11 @@ class FakeTelegram:
         text = params.get("text")
         if not text:
             raise _ApiError(400, "Bad Request: message text is empty")
-        if utf16(str(text)) > 4096:
+        try:  # MarkdownV2 is parsed (and refused) as Telegram does; 4096 counts the result
+            shown = rendered(str(text), params.get("parse_mode"))
+        except Refused as exc:
+            raise _ApiError(400, f"Bad Request: can't parse entities: {exc}") from exc
+        if utf16(shown) > 4096:
             raise _ApiError(400, "Bad Request: message is too long")
         self.sent.append(params)
         self.last_sent_at = time.perf_counter()
@@ -358,7 +365,14 @@ class FakeTelegram:
         if params.get("message_thread_id"):
             message["message_thread_id"] = params["message_thread_id"]
             message["is_topic_message"] = True
+        self.texts.posted(chat_id, message["message_id"], shown)
         return message
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.texts.edit(params)
+        except Refused as exc:
+            raise _ApiError(400, f"Bad Request: {exc}") from exc
 
     async def _api_setWebhook(self, params: dict[str, Any]) -> bool:
         self.webhook = params
