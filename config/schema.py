@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
+from tether.config.agents import AgentSpec, RoomsConfig, check_agents
 from tether.config.console import UiConfig
 from tether.config.credentials import MASK, mask_urls, secret_name, url_secrets
 from tether.config.jobs import JobConfig, unique_ids
@@ -216,6 +217,10 @@ class Settings(Section):
     logging: LoggingConfig = LoggingConfig()
     #: The watchdog's thresholds and where its alerts go (config/ops.py).
     ops: OpsConfig = OpsConfig()
+    #: Several agents, each with its own accounts (config/agents.py); ``agent:`` is the
+    #: one-agent form. ``rooms:``: the guards where they hear each other.
+    agents: list[AgentSpec] = []
+    rooms: RoomsConfig = RoomsConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -237,6 +242,12 @@ class Settings(Section):
                 " one model in llm.models is required"
             )
         return value
+
+    @field_validator("agents")
+    @classmethod
+    def _agents(cls, value: list[AgentSpec], info: ValidationInfo) -> list[AgentSpec]:
+        llm = info.data.get("llm")
+        return check_agents(value, set(llm.models) if llm is not None else None)
 
     @field_validator("jobs")
     @classmethod

@@ -22,7 +22,12 @@ from tether.gateway.routing import Router
 
 def load_router(settings: Settings, access: Access | None = None) -> Router:
     """Plugins in config order, then the commands every agent has, then the built-in
-    agent; ``access`` tells ``/help`` who is an admin."""
+    agent; ``access`` tells ``/help`` who is an admin. With ``agents:``, each agent's own
+    (:class:`~tether.gateway.multiagent.AgentsRouter`)."""
+    if settings.agents:
+        from tether.gateway.multiagent import AgentsRouter
+
+        return AgentsRouter(settings, lambda agent: load_router(agent, access))
     root = Router("root")
     for index, spec in enumerate(settings.plugins):
         root.include(_import_router(f"plugins[{index}]", spec))
@@ -87,4 +92,8 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
         from tether.adapters.feishu import FeishuAdapter  # lark-oapi takes ~2 s to import
 
         adapters["feishu"] = FeishuAdapter(settings.platforms.feishu)
+    if settings.agents:  # an adapter per agent account, named like ``telegram@alice``
+        from tether.gateway.multiagent import build_agent_adapters
+
+        adapters.update(build_agent_adapters(settings))
     return adapters

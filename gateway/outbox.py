@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import structlog
 
@@ -49,6 +49,9 @@ class Outbox:
         self.adapters = adapters
         self.config = config
         self.buckets = Buckets()
+        #: Awaited with each row the platform got (or may have got), before it is marked:
+        #: rooms relay it to the other agents (gateway/rooms.py). Must not raise.
+        self.on_delivered: Callable[[OutboxRow], Awaitable[None]] | None = None
         shared = (
             SharedStore[OutboxRow](store, "out", store.unsent_for, self._usable)
             if store.shared
@@ -84,6 +87,7 @@ class Outbox:
             return False
         resendable = adapter.idempotent_send or adapter.resend_unknown or edit_of(row.message)
         if row.status == "sending" and not resendable:
+            await self._delivered(row)
             await self._mark_unknown(row, "interrupted while sending (process stopped)")
             return False
         return True
@@ -135,10 +139,12 @@ class Outbox:
             if adapter.idempotent_send or adapter.resend_unknown or edit_of(row.message):
                 return await self._retry(row, exc, None, olog)
             error = _describe(exc)
+            await self._delivered(row)
             await self._record(row, "unknown", error=error)
             self._unknown(row, error)
             return True
         row.status, row.platform_id = "sent", sent.platform_id
+        await self._delivered(row)
         await self._record(row, "sent", platform_id=sent.platform_id)
         metrics.labelled(metrics.OUTBOX, row.platform, "sent").inc()
         olog.info(
@@ -211,6 +217,10 @@ class Outbox:
                     error=_describe(exc), delay_s=delay,
                 )  # fmt: skip
                 await asyncio.sleep(delay)
+
+    async def _delivered(self, row: OutboxRow) -> None:
+        if self.on_delivered is not None:
+            await self.on_delivered(row)
 
     async def _mark_unknown(self, row: OutboxRow, error: str) -> None:
         await self.store.mark_outbox(row.key, "unknown", error=error)

@@ -46,6 +46,7 @@ from tether.gateway.inbox import Inbox
 from tether.gateway.llm import LLM
 from tether.gateway.logs import redactor
 from tether.gateway.pipeline import Pipeline
+from tether.gateway.rooms import Rooms
 from tether.gateway.routing import Router
 from tether.gateway.throttle import Throttle
 from tether.memory.store import Store
@@ -68,6 +69,8 @@ RESTART_ONLY = (
     "logging",
     "ops",
     "platforms.console",
+    "agents",
+    "rooms",
 )
 PLATFORMS = ("telegram", "discord", "feishu")
 #: How long ``tether reload`` waits for the gateway's outcome: opening a platform with
@@ -93,6 +96,7 @@ class Running(Protocol):
     scheduler: Scheduler | None
     pipeline: Pipeline
     inbox: Inbox
+    rooms: Rooms | None
     _started: list[Adapter]
     _up: bool
 
@@ -328,7 +332,8 @@ class Reloader:
         if old in gateway._started:
             gateway._started[gateway._started.index(old)] = adapter
         self._retired_adapters.append(old)  # a send in flight on it finishes; closed at stop
-        await adapter.start(gateway.inbox)
+        rooms = gateway.rooms
+        await adapter.start(rooms.inbox_for(name, gateway.inbox) if rooms else gateway.inbox)
         log.info("adapter.restarted", platform=name)
 
     async def _swap_scheduler(self, jobs: list[Job]) -> None:

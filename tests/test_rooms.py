@@ -1,0 +1,191 @@
+"""Rooms: three agents (each its own Telegram bot, fake LLM) and two people in one group.
+
+The real Gateway with ``agents:``, one fake Bot API per bot (tests/fakes/room.py), a
+fake OpenAI server whose answers name the agent from its persona. What is checked is
+what each bot posted in the group: each person's message is answered once by exactly
+the agents it addresses; an agent that names another gets one answer; a chain of
+agents passing a message on stops at ``rooms.max_agent_turns``; a SIGKILL of ``tether
+run`` mid-exchange loses nothing and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from tests.conftest import db_rows, events_named, make_settings, spawn_run, write_config
+from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.room import AGENTS, PEOPLE, TelegramRoom, llm_section, room_reply
+from tether.gateway.app import Gateway, build_adapters
+
+
+@pytest.fixture
+async def room() -> AsyncIterator[TelegramRoom]:
+    fakes = await TelegramRoom().start()
+    try:
+        yield fakes
+    finally:
+        await fakes.stop()
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeOpenAI]:
+    server = FakeOpenAI(reply=room_reply)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+def room_config(room: TelegramRoom, model: FakeOpenAI, **rooms: Any) -> dict[str, Any]:
+    return {"llm": llm_section(model.url), "agents": room.agents_section(), "rooms": rooms}
+
+
+async def settled(gateway: Gateway, room: TelegramRoom, expected: int) -> None:
+    """Wait for ``expected`` posts in all, then until the gateway has nothing left to do
+    (a relay is accepted while its message is sent, so drain until nothing moves)."""
+    first = next(iter(room.fakes.values()))
+    for fake in room.fakes.values():
+        await fake.wait_for(lambda: room.total() >= expected, timeout=30)
+        break
+    del first
+    while True:
+        before = room.total()
+        await gateway.drain()
+        await gateway.drain()
+        if room.total() == before:
+            return
+
+
+async def test_each_message_is_answered_once_by_the_agents_it_addresses(
+    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+) -> None:
+    settings = make_settings(tmp_path, **room_config(room, model))
+    gateway = Gateway(settings, build_adapters(settings))
+    await gateway.start()
+    try:
+        room.say(PEOPLE[0], "@alice_bot hello")
+        await settled(gateway, room, 1)
+        room.say(PEOPLE[1], "@bob_bot @carol_bot hi both")
+        await settled(gateway, room, 3)
+        room.say(PEOPLE[0], "good morning everyone")  # addresses nobody
+        await settled(gateway, room, 3)
+    finally:
+        await gateway.stop()
+    assert room.sent("alice") == ["alice says ok"]
+    assert room.sent("bob") == ["bob says ok"]
+    assert room.sent("carol") == ["carol says ok"]
+    # Memory is per agent and conversation: alice's session is hers alone.
+    sessions = {row[0] for row in db_rows(tmp_path, "SELECT conversation FROM inbox")}
+    assert sessions == {
+        f"telegram@alice:-100500:u{PEOPLE[0]}",
+        f"telegram@bob:-100500:u{PEOPLE[1]}",
+        f"telegram@carol:-100500:u{PEOPLE[1]}",
+    }
+
+
+async def test_an_agent_that_names_another_gets_one_answer(
+    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+) -> None:
+    settings = make_settings(tmp_path, **room_config(room, model))
+    gateway = Gateway(settings, build_adapters(settings))
+    await gateway.start()
+    try:
+        room.say(PEOPLE[0], "@alice_bot ask bob about lunch")
+        await settled(gateway, room, 2)
+    finally:
+        await gateway.stop()
+    assert room.sent("alice") == ["bob, what do you think?"]
+    assert room.sent("bob") == ["bob says ok"]  # it heard alice through the gateway
+    assert room.sent("carol") == []
+    # bob's answer quotes alice's message as posted on Telegram.
+    (asked,) = room.fakes["bob"].sent
+    assert "reply_parameters" in asked
+    relays = [row[0] for row in db_rows(tmp_path, "SELECT key FROM inbox") if row[0][:5] == "room:"]
+    assert len(relays) == 1 and relays[0].endswith(":bob")
+
+
+async def test_an_agent_chain_stops_at_the_guard(
+    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+) -> None:
+    settings = make_settings(tmp_path, **room_config(room, model))
+    gateway = Gateway(settings, build_adapters(settings))
+    with structlog.testing.capture_logs() as logs:
+        await gateway.start()
+        try:
+            room.say(PEOPLE[0], "@alice_bot start a chain")
+            await settled(gateway, room, 3)
+        finally:
+            await gateway.stop()
+    assert room.sent("alice") == ["bob, chain on please"]
+    assert room.sent("bob") == ["carol, chain on please"]
+    assert room.sent("carol") == ["alice, chain on please"]  # the third: nobody hears it
+    (guard,) = events_named(logs, "room.guard")
+    assert guard["guard"] == "max_agent_turns" and guard["addressed"] == ["alice"]
+    assert "rooms.max_agent_turns: 3" in guard["why"]
+
+
+async def test_the_rate_guard_and_never_and_all(
+    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+) -> None:
+    """``agent_rate: 1``: the chain's second relay in a minute is kept back, with its line."""
+    config = room_config(room, model, agent_rate=1, max_agent_turns=10)
+    settings = make_settings(tmp_path, **config)
+    gateway = Gateway(settings, build_adapters(settings))
+    with structlog.testing.capture_logs() as logs:
+        await gateway.start()
+        try:
+            room.say(PEOPLE[0], "@alice_bot start a chain")
+            await settled(gateway, room, 2)
+        finally:
+            await gateway.stop()
+    assert (room.sent("alice"), room.sent("bob"), room.sent("carol")) == (
+        ["bob, chain on please"],
+        ["carol, chain on please"],
+        [],
+    )
+    (guard,) = events_named(logs, "room.guard")
+    assert guard["guard"] == "agent_rate"
+
+
+async def test_sigkill_mid_exchange_loses_and_duplicates_nothing(
+    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+) -> None:
+    """``tether run`` is killed while bob's answer to alice is being asked of the model;
+    after a restart every message is answered exactly once."""
+    config = write_config(tmp_path, **room_config(room, model))
+    log = tmp_path / "run.log"
+    release = asyncio.Event()
+    model.hold(lambda body: "You are bob." in str(body["messages"][0]) and not release.is_set())
+    proc = await spawn_run(config, log)
+    try:
+        room.say(PEOPLE[0], "@alice_bot ask bob about the plan")
+        room.say(PEOPLE[1], "@carol_bot hello")
+        await room.fakes["alice"].wait_for(lambda: len(room.fakes["alice"].sent) >= 1, 60)
+        await model.wait_for_requests(3, timeout=60)  # alice, carol, and bob (held)
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        release.set()
+        model.heal()
+        proc = await spawn_run(config, log)
+        await room.fakes["bob"].wait_for(lambda: len(room.fakes["bob"].sent) >= 1, 60)
+        await room.fakes["carol"].wait_for(lambda: len(room.fakes["carol"].sent) >= 1, 60)
+        room.say(PEOPLE[1], "@alice_bot one more")  # still answering after the restart
+        await room.fakes["alice"].wait_for(lambda: len(room.fakes["alice"].sent) >= 2, 60)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await proc.wait()
+    assert room.sent("alice") == ["bob, what do you think?", "alice says ok"]
+    assert room.sent("bob") == ["bob says ok"]
+    assert room.sent("carol") == ["carol says ok"]
+    statuses = db_rows(tmp_path, "SELECT status, count(*) FROM inbox GROUP BY status")
+    assert statuses == [("done", 4)]
+    assert AGENTS  # the three agents ran in one process
