@@ -41,7 +41,6 @@ from tether.gateway.outbox import Outbox
 from tether.gateway.pipeline import Pipeline
 from tether.gateway.reload import Reloader
 from tether.gateway.rooms import Rooms
-from tether.gateway.rooms import Rooms
 from tether.gateway.routing import Router
 from tether.gateway.runtime import release_heap, running_loop
 from tether.gateway.start_errors import encoding_error, listen_error, store_error
