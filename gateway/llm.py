@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("tether.llm")
 
-Message = dict[str, str]
+#: One chat message in the OpenAI format; an assistant's ``tool_calls`` and a ``tool``
+#: result's ``tool_call_id`` make some values other than text.
+Message = dict[str, Any]
 #: Completion cap when a model sets no ``max_tokens``: every current model allows it.
 DEFAULT_MAX_TOKENS = 4096
 #: A call with less room than this for its answer is not worth making.
@@ -71,6 +73,9 @@ class Completion:
     completion_tokens: int
     cost: float
     day: str
+    #: The calls the model asked for, in the API's shape (``id``, ``type``, ``function``:
+    #: ``name``, ``arguments`` as a JSON string); empty for a final answer.
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -182,6 +187,7 @@ class LLM:
         cap: int,
         scope: structlog.typing.FilteringBoundLogger,
         response_format: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
         """The first answer of ``candidates`` in order, past the open circuit breakers;
         Retryable when none answered (at a due probe when every one was skipped), Fatal
@@ -199,7 +205,7 @@ class LLM:
             estimate = tokens.count_messages(messages, self.encoding(candidate))
             try:
                 completion = await self.complete(
-                    candidate, messages, cap, estimate, response_format
+                    candidate, messages, cap, estimate, response_format, tools
                 )
             except (Unavailable, KeysRefused) as exc:
                 if isinstance(exc, KeysRefused):
@@ -231,6 +237,7 @@ class LLM:
         max_tokens: int,
         estimate: int,
         response_format: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
         """One call to model ``name`` with the first key of its pool that answers."""
         provider = self.model(name).provider
@@ -239,7 +246,7 @@ class LLM:
         for key in pool.order():
             try:
                 completion = await self._call(
-                    name, key, messages, max_tokens, estimate, response_format
+                    name, key, messages, max_tokens, estimate, response_format, tools
                 )
             except KeyProblem as exc:
                 if exc.status == 429:
@@ -270,6 +277,7 @@ class LLM:
         max_tokens: int,
         estimate: int,
         response_format: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
         """One request; errors mapped to Unavailable / KeyProblem / Retryable / Fatal."""
         import openai
@@ -281,6 +289,8 @@ class LLM:
             extra["temperature"] = cfg.temperature
         if response_format is not None:  # structured output (reflection's proposal)
             extra["response_format"] = response_format
+        if tools:  # the agent's tool loop (gateway/tools/loop.py)
+            extra["tools"] = tools
         started = time.monotonic()
         try:
             response = await client.chat.completions.create(
@@ -305,6 +315,11 @@ class LLM:
         if not response.choices:
             raise Unavailable(f"{name}: the answer has no choices")
         text = response.choices[0].message.content or ""
+        calls = [
+            {"id": c.id, "type": "function", "function": c.function.model_dump()}
+            for c in response.choices[0].message.tool_calls or []
+            if c.type == "function"
+        ]
         usage = response.usage
         if usage is not None:
             prompt, completion = usage.prompt_tokens, usage.completion_tokens
@@ -325,4 +340,4 @@ class LLM:
             duration_ms=round((time.monotonic() - started) * 1000, 2),
         )
         day = datetime.now(UTC).date().isoformat()
-        return Completion(text, name, prompt, completion, cost, day)
+        return Completion(text, name, prompt, completion, cost, day, calls)

@@ -73,12 +73,14 @@ class TaskLLM:
         max_tokens: int | None = None,
         name: str = "chat",
         response_format: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
         """Ask for a completion of ``messages`` (OpenAI chat format).
 
         ``model`` names a configured model to use instead of the routed one; ``name``
         names the memoized step (``llm:NAME``, numbered when a handler calls it again);
-        ``response_format`` is passed to the API as is (e.g. a ``json_schema``).
+        ``response_format`` is passed to the API as is (e.g. a ``json_schema``), and
+        ``tools`` too (the tool loop's schemas: the answer may hold ``tool_calls``).
         Raises BudgetExceeded before a call that could cross a budget, Retryable when no
         model answered or on 429, Fatal on a request the API refuses.
         """
@@ -100,7 +102,9 @@ class TaskLLM:
         async def call() -> dict[str, Any]:
             cap = await self._room(step, candidates[0], messages, max_tokens)
             scope = self._ctx.log.bind(step=step)
-            return asdict(await llm.answer(candidates, messages, cap, scope, response_format))
+            return asdict(
+                await llm.answer(candidates, messages, cap, scope, response_format, tools)
+            )
 
         result = Completion(**await self._ctx.step(step, call))
         self.spent += result.tokens

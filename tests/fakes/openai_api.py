@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.openai_stream import Pacing, stream
 from tether.memory import tokens
 
 Body = dict[str, Any]
@@ -45,6 +48,16 @@ class Request:
         return list(self.body.get("messages", []))
 
     @property
+    def tools(self) -> list[str]:
+        """The names of the tools the request offered the model."""
+        return [tool["function"]["name"] for tool in self.body.get("tools") or []]
+
+    @property
+    def tool_results(self) -> list[dict[str, str]]:
+        """The ``tool`` messages in the request (results of earlier calls), in order."""
+        return [m for m in self.messages if m.get("role") == "tool"]
+
+    @property
     def system(self) -> str:
         first = self.messages[0] if self.messages else {}
         return first.get("content", "") if first.get("role") == "system" else ""
@@ -60,12 +73,15 @@ class _Failure:
 
 @dataclass
 class FakeOpenAI:
-    """``reply(body) -> text`` decides the answers; ``usage`` overrides the token counts."""
+    """``reply(body) -> text`` decides the answers (or ``-> message``: a dict such as
+    ``{"tool_calls": [...]}``, see :func:`tool_call`); ``usage`` overrides the token counts."""
 
-    reply: Callable[[Body], str] = field(default=lambda body: "ok")
+    reply: Callable[[Body], str | Body] = field(default=lambda body: "ok")
     usage: tuple[int, int] | None = None
     requests: list[Request] = field(default_factory=list)
     url: str = ""
+    #: How streamed answers are cut and held (openai_stream.py); None: all at once.
+    pacing: Pacing | None = None
 
     def __post_init__(self) -> None:
         self._failures: deque[_Failure] = deque()
@@ -163,7 +179,9 @@ class FakeOpenAI:
                 status=failure.status,
                 headers=headers,
             )
-        text = self.reply(body)
+        answer = self.reply(body)
+        message = answer if isinstance(answer, dict) else {"content": answer}
+        text = str(message.get("content") or "")
         if self.usage is not None:
             prompt, completion = self.usage
         else:
@@ -172,6 +190,9 @@ class FakeOpenAI:
         limit = body.get("max_tokens")
         if limit is not None:
             completion = min(completion, int(limit))
+        if body.get("stream"):  # server-sent chunks, held where self.pacing says
+            ident = f"chatcmpl-{next(self._ids)}"
+            return await stream(request, body, message, (prompt, completion), self.pacing, ident)
         return web.json_response(
             {
                 "id": f"chatcmpl-{next(self._ids)}",
@@ -181,8 +202,8 @@ class FakeOpenAI:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": text, **message},
+                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
                     }
                 ],
                 "usage": {
@@ -202,3 +223,20 @@ class FakeOpenAI:
                         self._failures.remove(failure)
                 return failure
         return None
+
+
+def tool_call(name: str, arguments: str | dict[str, Any] = "{}", *, id: str = "") -> Body:
+    """One scripted ``tool_calls`` entry; ``arguments`` as the API sends it (a JSON string,
+    malformed on purpose if a test wants), a dict is encoded."""
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    return {
+        "id": id or f"call_{name}_{zlib.crc32(arguments.encode()) % 10_000}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def asks_for(*calls: Body, content: str | None = None) -> Body:
+    """A scripted answer asking for ``calls`` (what ``reply`` returns to use tools)."""
+    return {"content": content, "tool_calls": list(calls)}

@@ -1,0 +1,170 @@
+"""One tool call, run at most once per event — the tool's side effect included.
+
+A call is named by its place in the turn, ``tool:{round}:{index}`` (DESIGN §13): the
+provider's call id changes when the model is asked again, the position does not, and a
+re-run replays the model's rounds from their own memoized steps, so the same position
+means the same call. Two steps make the promise:
+
+1. ``tool:R:I:started`` is saved (durably: ``ctx.step`` awaits the store's commit)
+   *before* the tool runs, holding the attempt that started it;
+2. ``tool:R:I`` holds the outcome and result once the tool returned.
+
+On a re-run (a retry, or the restart after a crash) a call whose result is stored is not
+run again: the stored result goes back to the model (``tool.cached``), and what the tool
+queued for the checkpoint (replies through ``ctx.send``, facts through ``ctx.memory``) is
+queued again, since that checkpoint never happened. A call found started by an earlier
+attempt but not finished is the ambiguous case, like an outbox send cut off mid-way: an
+``idempotent`` tool runs again; any other tool is not run blindly — the model is told it
+may or may not have happened (``tool.unknown``), and that outcome is stored like any
+other, so the event's steps (and its dead-letter snapshot) show it.
+
+Whatever a tool raises (a :class:`ToolError`, a bug, bad JSON from the model) becomes a
+result the model reads; only a budget stop (:class:`BudgetExceeded`) and cancellation end
+the turn.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import BudgetExceeded
+from tether.events import OutMessage
+from tether.gateway import metrics
+from tether.gateway.tools.spec import Tool, ToolError
+
+if TYPE_CHECKING:
+    from tether.gateway.context import Context
+
+#: What the model reads for a non-idempotent call cut off by a crash.
+UNKNOWN = (
+    "UNKNOWN: this call was interrupted (the gateway stopped while it ran) and the tool is"
+    " not safe to run twice, so it was not run again. Its effect may or may not have"
+    " happened: check before trying again, or tell the person."
+)
+#: A result longer than this is cut (with a note): one tool must not fill the context.
+MAX_RESULT_CHARS = 20_000
+
+
+def step_name(round_: int, index: int) -> str:
+    return f"tool:{round_}:{index}"
+
+
+async def execute(
+    ctx: Context, tools: Mapping[str, Tool], call: Mapping[str, Any], round_: int, index: int
+) -> str:
+    """Run the model's ``call`` (the API's ``tool_calls`` entry) once for this event;
+    returns the text the model reads as the call's result."""
+    key = step_name(round_, index)
+    function = call.get("function") or {}
+    name = str(function.get("name") or "")
+    raw = function.get("arguments")
+    log = ctx.log.bind(tool=name, step=key)
+    marker = await ctx.step(f"{key}:started", lambda: {"attempt": ctx.attempt, "tool": name})
+    resumed = marker.get("attempt") != ctx.attempt
+    marks = _Marks(ctx)
+
+    async def run() -> dict[str, Any]:
+        started = time.monotonic()
+        outcome, text = await _run(ctx, tools.get(name), name, raw, resumed, log)
+        duration = round((time.monotonic() - started) * 1000, 2)
+        if outcome == "done":
+            log.info("tool.done", duration_ms=duration, chars=len(text))
+        metrics.TOOL_CALLS.labels(name, outcome).inc()
+        return {
+            "attempt": ctx.attempt,
+            "tool": name,
+            "arguments": raw if isinstance(raw, str) else json.dumps(raw),
+            "outcome": outcome,
+            "result": _cut(text),
+            "duration_ms": duration,
+            "effects": marks.effects(),
+        }
+
+    stored: dict[str, Any] = await ctx.step(key, run)
+    if stored.get("attempt") != ctx.attempt:
+        log.info("tool.cached", outcome=stored.get("outcome"))
+        metrics.TOOL_CALLS.labels(name, "cached").inc()
+        _replay(ctx, stored.get("effects") or {})
+    return str(stored.get("result", ""))
+
+
+async def _run(
+    ctx: Context, tool: Tool | None, name: str, raw: Any, resumed: bool, log: Any
+) -> tuple[str, str]:
+    """``(outcome, text)`` of one call: ``done``, ``failed`` or ``unknown``."""
+    if tool is None:
+        log.warning("tool.failed", error="no such tool")
+        return "failed", f"error: there is no tool named {name!r}"
+    try:
+        arguments = _arguments(raw)
+    except ToolError as exc:
+        log.warning("tool.failed", error=str(exc))
+        return "failed", f"error: {exc}"
+    if resumed and not tool.idempotent:
+        log.warning("tool.unknown", source=tool.source)
+        return "unknown", UNKNOWN
+    log.info("tool.started", source=tool.source, resumed=resumed)
+    try:
+        return "done", await tool.run(ctx, arguments)
+    except BudgetExceeded:
+        raise
+    except ToolError as exc:
+        log.warning("tool.failed", error=str(exc))
+        return "failed", f"error: {exc}"
+    except Exception as exc:
+        log.warning("tool.failed", error=f"{type(exc).__name__}: {exc}", exc_info=True)
+        return "failed", f"error: the tool raised {type(exc).__name__}: {exc}"
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    """The call's arguments as a dict: the API sends a JSON string (models get it wrong:
+    empty, truncated, a list), some servers an object."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise ToolError(
+                f"the arguments are not valid JSON ({exc}); send one JSON object"
+            ) from None
+    if not isinstance(raw, dict):
+        raise ToolError(f"the arguments must be a JSON object, not {type(raw).__name__}")
+    return raw
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    return text[:MAX_RESULT_CHARS] + f"\n[… cut: {len(text) - MAX_RESULT_CHARS} more characters]"
+
+
+class _Marks:
+    """What the context had queued for the checkpoint before a tool ran, to tell what
+    the tool itself queued (kept with its result, and queued again on a cached re-run)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        changes = ctx.memory.changes
+        self.outbox = len(ctx.outbox)
+        self.facts = len(changes.facts)
+        self.forget = len(changes.forget)
+
+    def effects(self) -> dict[str, Any]:
+        changes = self.ctx.memory.changes
+        found: dict[str, Any] = {
+            "outbox": [m.model_dump(mode="json") for m in self.ctx.outbox[self.outbox :]],
+            "facts": [list(fact) for fact in changes.facts[self.facts :]],
+            "forget": list(changes.forget[self.forget :]),
+        }
+        return {name: value for name, value in found.items() if value}
+
+
+def _replay(ctx: Context, effects: Mapping[str, Any]) -> None:
+    ctx.outbox.extend(OutMessage.model_validate(m) for m in effects.get("outbox", []))
+    changes = ctx.memory.changes
+    changes.facts.extend((str(text), int(count)) for text, count in effects.get("facts", []))
+    changes.forget.extend(int(fact_id) for fact_id in effects.get("forget", []))

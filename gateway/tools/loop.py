@@ -1,0 +1,63 @@
+"""The tool loop: ask the model, run the tools it asks for, ask again — until it answers.
+
+Bounded twice. ``agent.max_tool_rounds`` counts the model's answers that asked for tools;
+when they are used up the model is asked once more WITHOUT tools, with a note saying so,
+so the person still gets an answer built from what the tools returned
+(``tool.rounds_exhausted``). And every round is an ordinary ``ctx.llm.chat`` call: one
+that would cross the event's token budget is not made, and the person is told
+(:class:`~tether.errors.BudgetExceeded`, as for any model call).
+
+Every round is its own memoized step (``llm:reply``, ``llm:reply#2``, …) and every tool
+execution too (``tool:{round}:{index}``, :mod:`.execute`), so a re-run after a crash
+replays the rounds without paying for them again and runs no finished tool twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tether.gateway.llm import Completion, Message
+from tether.gateway.tools.execute import execute
+from tether.gateway.tools.toolbox import Toolbox
+
+if TYPE_CHECKING:
+    from tether.gateway.context import Context
+
+#: What the model is told when it may call no more tools in this turn.
+ROUNDS_USED = (
+    "You have used every tool call this turn allows. Do not ask for more tools: answer"
+    " the person now with what the tools returned, and say what is left undone."
+)
+
+
+async def chat_with_tools(
+    ctx: Context, messages: list[Message], *, name: str = "reply"
+) -> Completion:
+    """The model's final answer to ``messages``, after the tool calls it asked for.
+
+    Without tools (no toolbox, or none offered in this turn) this is one plain
+    ``ctx.llm.chat`` call, the same step as before tools existed.
+    """
+    toolbox = ctx.tools if isinstance(ctx.tools, Toolbox) else None
+    tools = await toolbox.tools(ctx) if toolbox else {}
+    if not tools:
+        return await ctx.llm.chat(messages, name=name)
+    schemas = [tool.schema() for tool in tools.values()]
+    limit = ctx.llm.settings.agent.max_tool_rounds
+    transcript = list(messages)
+    for round_ in range(limit):
+        completion = await ctx.llm.chat(transcript, name=name, tools=schemas)
+        if not completion.tool_calls:
+            return completion
+        # A server that sends no call ids (some local ones) gets positional ones.
+        calls = [
+            {**call, "id": call.get("id") or f"call_{round_}_{index}"}
+            for index, call in enumerate(completion.tool_calls)
+        ]
+        transcript.append({"role": "assistant", "content": completion.text, "tool_calls": calls})
+        for index, call in enumerate(calls):
+            result = await execute(ctx, tools, call, round_, index)
+            transcript.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+    ctx.log.warning("tool.rounds_exhausted", rounds=limit)
+    transcript.append({"role": "system", "content": ROUNDS_USED})
+    return await ctx.llm.chat(transcript, name=name)
