@@ -35,6 +35,7 @@ from tether.gateway.routing import Router, call
 from tether.gateway.splitting import split_text
 from tether.gateway.throttle import THROTTLE_NOTICE, THROTTLED
 from tether.gateway.tools.toolbox import Toolbox
+from tether.gateway.tools.transcript import transcript
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow
 from tether.memory.roles import EventStore, OutboxStore
 
@@ -164,6 +165,7 @@ class Pipeline:
             "conversation": row.conversation,
             "history": [asdict(turn) for turn in history],
             "steps": steps,
+            "tools": transcript(steps),  # the calls in order, an interrupted one included
             "pending_replies": [m.text for m in ctx.outbox],
             "pending_turns": [asdict(turn) for turn in ctx.memory.pending],
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import db_rows, events_named, make_settings, running
+from tests.conftest import TETHER, db_rows, events_named, make_settings, running
 from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
 from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
@@ -31,6 +32,7 @@ from tether.gateway.tools.execute import UNKNOWN, execute
 from tether.gateway.tools.loop import ROUNDS_USED
 from tether.gateway.tools.python import parse_docstring, python_tool
 from tether.gateway.tools.spec import Tool
+from tether.gateway.tools.transcript import transcript
 from tether.memory.inmemory import MemoryStore
 
 calls: list[tuple[int, int]] = []
@@ -413,3 +415,55 @@ async def test_whatever_arguments_the_model_sends_the_turn_goes_on(arguments: An
         assert result == str(a + b)
     else:
         assert result.startswith("error: ")
+
+
+async def test_a_dead_events_snapshot_and_tether_dead_show_have_the_tool_transcript(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    fake.reply = scripted(asks_for(tool_call("add", {"a": 4, "b": 1}, id="c1")), "never")
+    fake.fail(
+        400, times=None, when=lambda body: any(m.get("role") == "tool" for m in body["messages"])
+    )
+    settings = settings_for(tmp_path, fake, pipeline={"dead_notice": ""})
+    async with running(settings, router_for(settings)) as (gateway, loop):
+        event = await loop.say("add 4 and 1")
+        await gateway.drain()
+        letter = await gateway.store.dead_letter(event.key)
+    assert letter is not None
+    assert letter.snapshot["tools"] == [
+        {
+            "step": "tool:0:0",
+            "tool": "add",
+            "arguments": '{"a": 4, "b": 1}',
+            "outcome": "done",
+            "result": "5",
+            "duration_ms": letter.snapshot["tools"][0]["duration_ms"],
+        }
+    ]
+    config = tmp_path / "tether.yaml"
+    config.write_text(f"memory: {{store: 'sqlite:///{tmp_path / 'tether.db'}'}}\n")
+    shown = await asyncio.to_thread(
+        subprocess.run,
+        [TETHER, "dead", "show", event.key, "-c", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["snapshot"]["tools"][0]["result"] == "5"
+
+
+def test_the_transcript_marks_a_call_that_never_finished() -> None:
+    steps = {
+        "llm:reply": "{}",
+        "tool:0:1:started": '{"attempt": 1, "tool": "b"}',
+        "tool:0:0:started": '{"attempt": 1, "tool": "a"}',
+        "tool:0:0": '{"tool": "a", "outcome": "done", "result": "ok", "arguments": "{}"}',
+        "tool:0:2": "not json",
+    }
+    found = transcript(steps)
+    assert [(t["step"], t["tool"], t["outcome"]) for t in found] == [
+        ("tool:0:0", "a", "done"),
+        ("tool:0:1", "b", "interrupted"),
+        ("tool:0:2", None, None),
+    ]
