@@ -83,7 +83,9 @@ class AgentSpec(Section):
     @classmethod
     def _name_shape(cls, value: str) -> str:
         if not _NAME.fullmatch(value):
-            raise ValueError("must be 1-32 characters of A-Z, a-z, 0-9, _ and -")
+            raise PydanticCustomError(
+                "agent_name", "must be 1-32 characters of A-Z, a-z, 0-9, _ and -"
+            )
         return value
 
     def names(self) -> list[str]:

@@ -1,0 +1,159 @@
+"""``agents:`` and ``rooms:`` in the config: what each agent runs with, and every mistake
+reported as one line naming its key path (``agents[1].platforms.telegram.token``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tether.config import ConfigError
+from tether.config.loader import load_text
+from tether.gateway.assembly import build_adapters
+from tether.gateway.multiagent import account, agent_settings, split_account
+from tether.gateway.rooms import Rooms
+
+LLM = {
+    "providers": {"fake": {"base_url": "http://127.0.0.1:9/v1", "api_key": "sk-x"}},
+    "models": {
+        "main": {"provider": "fake", "model": "m1"},
+        "small": {"provider": "fake", "model": "m2"},
+    },
+}
+
+
+def tg(n: int) -> dict[str, Any]:
+    return {"telegram": {"token": f"{n}:AAAA-token"}}
+
+
+def parse(**sections: Any) -> Any:
+    base = {"memory": {"store": "memory://"}, "http": {"enabled": False}}
+    return load_text(yaml.safe_dump({**base, **sections}))
+
+
+def problem(**sections: Any) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse(**sections)
+    return str(caught.value)
+
+
+def test_each_agent_runs_with_its_own_persona_routes_and_budgets() -> None:
+    settings = parse(
+        llm=LLM,
+        memory={"store": "memory://", "task_token_budget": 1000, "history_tokens": 500},
+        agents=[
+            {"name": "alice", "persona": "You are alice.", "platforms": tg(1)},
+            {
+                "name": "bob",
+                "model": "small",
+                "task_token_budget": 99,
+                "respond_to_agents": "all",
+                "aliases": ["bobby"],
+                "platforms": {**tg(2), "discord": {"token": "abc.def.ghi"}},
+            },
+        ],
+        rooms={"max_agent_turns": 2, "agent_rate": 5},
+    )
+    alice, bob = (agent_settings(settings, spec) for spec in settings.agents)
+    assert alice.agent.persona == "You are alice." and alice.agent.handler == "llm"
+    assert alice.memory.task_token_budget == 1000 and alice.llm.default_model() == "main"
+    assert bob.memory.task_token_budget == 99 and bob.memory.history_tokens == 500
+    assert bob.llm.default_model() == "small" and bob.agents == []
+    assert settings.rooms.max_agent_turns == 2 and settings.rooms.agent_rate == 5
+    adapters = build_adapters(settings, console=False)
+    assert sorted(adapters) == ["discord@bob", "telegram@alice", "telegram@bob"]
+    # The secrets of every account reach the log redactor.
+    assert {"1:AAAA-token", "2:AAAA-token", "abc.def.ghi"} <= set(settings.secrets())
+
+
+def test_the_one_agent_form_is_unchanged() -> None:
+    settings = parse(agent={"name": "Solo"}, platforms={**tg(1)})
+    assert settings.agents == [] and settings.rooms.max_agent_turns == 3
+    assert sorted(build_adapters(settings, console=False)) == ["telegram"]
+
+
+@pytest.mark.parametrize(
+    ("agents", "where"),
+    [
+        (
+            [{"name": "a", "platforms": tg(1)}, {"name": "b", "platforms": tg(1)}],
+            "agents[1].platforms.telegram.token: agents[0].platforms.telegram has this account",
+        ),
+        ([{"name": "a"}, {"name": "A"}], "agents[1].name: agent name used twice"),
+        ([{"name": "a b"}], "agents[0].name: must be 1-32 characters"),
+        ([{"name": "a", "model": "huge"}], "agents[0].model: no model 'huge' in llm.models"),
+        (
+            [{"name": "a", "routes": [{"model": "main"}, {"model": "nope"}]}],
+            "agents[0].routes[1].model: no model 'nope'",
+        ),
+        ([{"name": "a", "respond_to_agents": "sometimes"}], "agents[0].respond_to_agents:"),
+        ([{"name": "a", "platforms": {"telegram": {"tokn": "1:A"}}}], "agents[0].platforms"),
+        (
+            [{"name": "a", "platforms": {"telegram": {"token": "nope"}}}],
+            "agents[0].platforms.telegram.token:",
+        ),
+        ([{"name": "a", "access": {"allow": ["bare"]}}], "agents[0].access.allow:"),
+    ],
+)
+def test_a_mistake_names_its_key(agents: list[dict[str, Any]], where: str) -> None:
+    message = problem(llm=LLM, agents=agents)
+    assert where in message
+    assert "Traceback" not in message and "AAAA" not in message
+
+
+def test_an_llm_agent_needs_an_llm_section() -> None:
+    assert "agents[0].handler: is 'llm', so an llm section is required" in problem(
+        agents=[{"name": "a"}]
+    )
+    assert parse(agents=[{"name": "a", "handler": "echo"}]).agents[0].handler == "echo"
+
+
+def test_rooms_values_are_checked() -> None:
+    assert "rooms.agent_rate" in problem(rooms={"agent_rate": 0})
+    assert "rooms.max_agent_turns" in problem(rooms={"max_agent_turns": -1})
+    assert "rooms.extra: unknown key" in problem(rooms={"extra": 1})
+
+
+def test_tether_check_reports_the_key(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.conftest import TETHER, subprocess_env
+
+    config = tmp_path / "tether.yaml"
+    agents = [{"name": "a", "handler": "echo", "platforms": tg(1)}] * 2
+    config.write_text(yaml.safe_dump({"agents": agents, "memory": {"store": "memory://"}}))
+    done = subprocess.run(
+        [TETHER, "check", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "agents[1].name: agent name used twice" in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+
+
+names = st.from_regex(r"[A-Za-z0-9_-]{1,32}", fullmatch=True)
+
+
+@given(platform=st.sampled_from(["telegram", "discord", "feishu"]), agent=names)
+def test_account_names_split_back(platform: str, agent: str) -> None:
+    assert split_account(account(platform, agent)) == (platform, agent)
+    assert split_account(platform) == (platform, None)
+
+
+@given(text=st.text(max_size=200), name=names)
+def test_naming_an_agent_is_a_whole_word(text: str, name: str) -> None:
+    """Any text is read without error; the name counts only as a word of its own."""
+    settings = parse(agents=[{"name": name, "handler": "echo"}])
+    rooms = Rooms(settings, None, {})  # type: ignore[arg-type]
+    assert rooms._named[name].search(f"{text} @{name}, hi") is not None
+    assert rooms._named[name].search(f"{text} {name}") is not None
+    glued = f"x{name}x"
+    if name.lower() not in text.lower():
+        assert rooms._named[name].search(text + " " + glued) is None
