@@ -42,7 +42,8 @@ from tether.memory.roles import PairingStore
 log = structlog.get_logger("tether.access")
 
 #: Platforms whose events come from the operator or from Tether itself.
-TRUSTED_PLATFORMS = frozenset({"console", "cron"})
+#: ``web``: the console's chat page, behind its admin login (adapters/web.py).
+TRUSTED_PLATFORMS = frozenset({"console", "cron", "web"})
 _CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
 #: The pending owner code (one row; ``approved`` once used) and the admins it made.
 OWNER = ("tether.owner", "code")

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from tether.events import OutMessage
 from tether.memory import sql
 from tether.memory.console_sql import ConsoleSql
+from tether.memory.console_sql import ConsoleSql
 from tether.memory.records import (
     ConversationState,
     DeadLetter,

@@ -52,6 +52,7 @@ __all__ = [
     "UNFINISHED_INBOX",
     "UNSENT_OUTBOX",
     "ConsoleStore",
+    "ConsoleStore",
     "ConversationState",
     "ConversationStore",
     "CursorStore",

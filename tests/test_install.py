@@ -98,3 +98,9 @@ print(sorted(n for n in {FOLDERS!r} if importlib.util.find_spec(n) is not None))
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"  # no top-level gateway, memory, config, ...
+
+
+def test_the_console_templates_and_static_files_are_in_the_wheel(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("templates/base.html", "templates/chat.html", "static/console.js"):
+        assert f"tether/gateway/web/{name}" in names

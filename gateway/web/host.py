@@ -1,0 +1,44 @@
+"""What the console needs of the gateway it runs in (the :class:`~tether.gateway.app.Gateway`
+is one): a protocol, so the console does not import the gateway that mounts it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from tether.adapters.base import Adapter
+from tether.config.schema import Settings
+from tether.gateway.dispatcher import Dispatcher
+from tether.gateway.inbox import Inbox
+from tether.gateway.outbox import Outbox
+from tether.memory.store import Store
+from tether.scheduler.jobs import Job
+from tether.scheduler.runner import Scheduler
+
+
+class ConsoleHost(Protocol):
+    """Read at each request, not kept: a reload may swap the adapters and settings."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def adapters(self) -> Mapping[str, Adapter]: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    @property
+    def inbox(self) -> Inbox: ...
+
+    @property
+    def jobs(self) -> list[Job]: ...
+
+    @property
+    def scheduler(self) -> Scheduler | None: ...
