@@ -20,8 +20,17 @@ import pytest
 import structlog
 
 from tests.conftest import db_rows, events_named, make_settings, spawn_run, write_config
+from tests.fakes.discord_api import snowflake_at, user
 from tests.fakes.openai_api import FakeOpenAI
-from tests.fakes.room import AGENTS, PEOPLE, TelegramRoom, llm_section, room_reply
+from tests.fakes.room import (
+    AGENTS,
+    CHANNEL_ID,
+    PEOPLE,
+    DiscordRoom,
+    TelegramRoom,
+    llm_section,
+    room_reply,
+)
 from tether.gateway.app import Gateway, build_adapters
 
 
@@ -189,3 +198,65 @@ async def test_sigkill_mid_exchange_loses_and_duplicates_nothing(
     statuses = db_rows(tmp_path, "SELECT status, count(*) FROM inbox GROUP BY status")
     assert statuses == [("done", 4)]
     assert AGENTS  # the three agents ran in one process
+
+
+# -- the same room on Discord: every bot receives every message, the others' included ----
+
+
+SECOND_PERSON = user(snowflake_at(1_600_000_000_000, 40), "bea")
+
+
+@pytest.fixture
+async def discord_room() -> AsyncIterator[DiscordRoom]:
+    server = await DiscordRoom().start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def discord_settled(gateway: Gateway, fake: DiscordRoom, expected: int) -> None:
+    await fake.wait_for(lambda: len(fake.sent) >= expected, timeout=30)
+    while True:
+        before = len(fake.sent)
+        await gateway.drain()
+        await gateway.drain()
+        if len(fake.sent) == before:
+            return
+
+
+async def test_a_discord_room_answers_each_message_once_and_stops_the_chain(
+    tmp_path: Path, discord_room: DiscordRoom, model: FakeOpenAI
+) -> None:
+    """Discord delivers each bot's message to the other bots too: that copy is dropped
+    (relaying is the one path), so nothing is answered twice."""
+    fake = discord_room
+    config = {"llm": llm_section(model.url), "agents": fake.agents_section()}
+    settings = make_settings(tmp_path, **config)
+    gateway = Gateway(settings, build_adapters(settings))
+    with structlog.testing.capture_logs() as logs:
+        await gateway.start()
+        try:
+            await fake.wait_for(lambda: fake.connected >= 3)
+            await fake.say(CHANNEL_ID, "@alice hello")
+            await discord_settled(gateway, fake, 1)
+            await fake.say(CHANNEL_ID, "@bob @carol hi both", author=SECOND_PERSON)
+            await discord_settled(gateway, fake, 3)
+            await fake.say(CHANNEL_ID, "@alice ask carol about it")
+            await discord_settled(gateway, fake, 5)
+            await fake.say(CHANNEL_ID, "@bob start a chain")
+            await discord_settled(gateway, fake, 8)
+        finally:
+            await gateway.stop()
+    assert fake.sent_by("alice") == [
+        "alice says ok",
+        "carol, what do you think?",
+        "bob, chain on please",
+    ]
+    assert fake.sent_by("bob") == ["bob says ok", "carol, chain on please"]
+    assert fake.sent_by("carol") == ["carol says ok", "carol says ok", "alice, chain on please"]
+    (guard,) = events_named(logs, "room.guard")
+    assert guard["guard"] == "max_agent_turns"
+    keys = [row[0] for row in db_rows(tmp_path, "SELECT key FROM inbox")]
+    assert all(key.startswith(("dc:", "room:")) for key in keys)
+    assert not [key for key in keys if key.startswith("dc:msg:")]  # keys name the bot

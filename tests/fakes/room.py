@@ -13,10 +13,17 @@ guards stop), ``ask NAME`` makes it address NAME, anything else gets ``NAME: ok`
 
 from __future__ import annotations
 
+import contextvars
+import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from aiohttp import web
+
+from tests.fakes import discord_api
+from tests.fakes.discord_api import CHANNEL_ID, USER, FakeDiscord, snowflake_at, user
 from tests.fakes.openai_api import API_KEY, Body
 from tests.fakes.telegram_api import FakeTelegram
 
@@ -109,5 +116,113 @@ def llm_section(url: str) -> dict[str, Any]:
     }
 
 
-def until(predicate: Callable[[], bool]) -> Callable[[], bool]:
-    return predicate
+_POSTER: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "poster", default=None
+)
+
+
+class DiscordRoom(FakeDiscord):
+    """One fake Discord serving a bot per agent, all in the server's ``#general``.
+
+    As on Discord, every connected bot receives every message of the channel, its own
+    and the other bots' included; a person's message mentions the bots it addresses.
+    """
+
+    def __init__(self) -> None:
+        ids = itertools.count(20)
+        self.bots = {
+            f"ROOM{agent.upper()}.GfAkE1.room-token_{agent}": user(
+                snowflake_at(1_600_000_000_000, next(ids)), f"{agent}_bot", bot=True
+            )
+            for agent in AGENTS
+        }
+        self.by_agent = dict(zip(AGENTS, self.bots.values(), strict=True))
+        super().__init__(next(iter(self.bots)))
+
+    def _bot_of(self, request: web.Request) -> dict[str, Any] | None:
+        return self.bots.get(request.headers.get("Authorization", "").removeprefix("Bot "))
+
+    def _authorized(self, request: web.Request) -> bool:
+        return self._bot_of(request) is not None
+
+    async def _me(self, request: web.Request) -> web.Response:
+        bot = self._bot_of(request)
+        if bot is None:
+            return await super()._me(request)
+        with _as(bot):
+            return await super()._me(request)
+
+    async def _application(self, request: web.Request) -> web.Response:
+        bot = self._bot_of(request)
+        if bot is None:
+            return await super()._application(request)
+        with _as(bot):
+            return await super()._application(request)
+
+    async def _identify(self, ws: Any, seq: Any, data: dict[str, Any]) -> None:
+        bot = self.bots.get(str(data.get("token")))
+        if bot is None:
+            await super()._identify(ws, seq, data)
+            return
+        self.token = str(data.get("token"))
+        with _as(bot):  # READY is built before the first await: it carries this bot
+            await super()._identify(ws, seq, data)
+
+    async def _create_message(self, request: web.Request) -> web.Response:
+        _POSTER.set(self._bot_of(request))
+        return await super()._create_message(request)
+
+    def _store_bot_message(self, channel: int, body: dict[str, Any]) -> dict[str, Any]:
+        bot = _POSTER.get()
+        if bot is None:
+            return super()._store_bot_message(channel, body)
+        with _as(bot):
+            return super()._store_bot_message(channel, body)
+
+    def sent_by(self, agent: str) -> list[str]:
+        bot_id = self.by_agent[agent]["id"]
+        return [str(m["content"]) for m in self.sent if m["author"]["id"] == bot_id]
+
+    async def say(self, channel_id: int, content: str, **kwargs: Any) -> dict[str, Any]:
+        """A person's message; ``@alice`` in it becomes a mention of alice's bot."""
+        mentioned = [bot for agent, bot in self.by_agent.items() if f"@{agent}" in content]
+        for agent, bot in self.by_agent.items():
+            content = content.replace(f"@{agent}", f"<@{bot['id']}>")
+        data = self.message(channel_id, content, **kwargs)
+        data["mentions"] = mentioned
+        await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    def agents_section(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": agent,
+                "persona": f"You are {agent}.",
+                "platforms": {
+                    "discord": {
+                        "token": token,
+                        "api_base": self.api_base,
+                        "gateway_url": self.gateway_url,
+                    }
+                },
+            }
+            for agent, token in zip(AGENTS, self.bots, strict=True)
+        ]
+
+
+@contextmanager
+def _as(bot: dict[str, Any]) -> Iterator[None]:
+    """The fake's module-level bot identity, as ``bot``; afterwards the fake's own again
+    (not the value found: two identifies may overlap)."""
+    discord_api.BOT_USER = bot
+    discord_api.APPLICATION_ID = discord_api.BOT_ID = int(bot["id"])
+    try:
+        yield
+    finally:
+        discord_api.BOT_USER, discord_api.APPLICATION_ID, discord_api.BOT_ID = _ORIGINAL
+
+
+_ORIGINAL = (discord_api.BOT_USER, discord_api.APPLICATION_ID, discord_api.BOT_ID)
+
+
+__all__ = ["CHANNEL_ID", "USER", "DiscordRoom", "TelegramRoom"]
