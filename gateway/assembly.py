@@ -17,6 +17,7 @@ from tether.gateway.access import Access, access_router
 from tether.gateway.agents import echo_router
 from tether.gateway.commands import commands_router
 from tether.gateway.llm_agent import llm_router
+from tether.gateway.presses import unhandled_presses
 from tether.gateway.routing import Router
 
 
@@ -34,6 +35,7 @@ def load_router(settings: Settings, access: Access | None = None) -> Router:
     root.include(commands_router(settings, root, access.is_admin if access else None))
     llm = settings.agent.handler == "llm"
     root.include(llm_router(settings) if llm else echo_router(settings.agent))
+    root.include(unhandled_presses())  # a button press nothing above took: logged
     return root
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 
 import structlog
 
+from tether.buttons import ButtonError, ButtonsSpec, keyboard
 from tether.events import REPLY_META, Event, OutMessage, Target
 from tether.gateway import metrics
 from tether.gateway.llm import LLM
@@ -109,8 +110,16 @@ class Context:
         collector instead of freeing it when the event is done."""
         return TaskLLM(self._llm, self)
 
-    async def reply(self, text: str, *, quote: bool = True, format: Format = "plain") -> None:
-        """Answer in the event's chat (and thread), quoting the message when ``quote``."""
+    async def reply(
+        self,
+        text: str,
+        *,
+        quote: bool = True,
+        format: Format = "plain",
+        buttons: ButtonsSpec | None = None,
+    ) -> None:
+        """Answer in the event's chat (and thread), quoting the message when ``quote``;
+        ``buttons`` (:class:`~tether.buttons.Button` rows) go under it."""
         target = self.event.conversation.target()
         reply_to = self.event.message_id if quote else None
         # An adapter may ask for data on every reply (Discord: the token of the slash
@@ -122,6 +131,7 @@ class Context:
             reply_to=reply_to,
             format=format,
             meta=dict(meta) if isinstance(meta, dict) else None,
+            buttons=buttons,
         )
 
     async def send(
@@ -132,16 +142,30 @@ class Context:
         reply_to: str | None = None,
         format: Format = "plain",
         meta: dict[str, Any] | None = None,
+        buttons: ButtonsSpec | None = None,
     ) -> None:
-        """Queue a message to any chat, e.g. ``"telegram:12345"``; sent after checkpoint."""
+        """Queue a message to any chat, e.g. ``"telegram:12345"``; sent after checkpoint.
+
+        A bad ``buttons`` spec raises :class:`~tether.buttons.ButtonError` here, naming
+        the button and the limit, instead of failing later in the outbox."""
         if isinstance(target, str):
             target = Target.parse(target)
         if target.platform not in self._platforms:
             raise ValueError(f"no enabled platform {target.platform!r} to send to")
+        rows = keyboard(buttons)
         if not text:
+            if rows:
+                raise ButtonError("buttons need a message text to sit under")
             return
         self.outbox.append(
-            OutMessage(target=target, text=text, reply_to=reply_to, format=format, meta=meta or {})
+            OutMessage(
+                target=target,
+                text=text,
+                reply_to=reply_to,
+                format=format,
+                meta=meta or {},
+                buttons=rows,
+            )
         )
 
     async def step(self, name: str, fn: Callable[[], Any]) -> Any:

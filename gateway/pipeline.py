@@ -134,6 +134,8 @@ class Pipeline:
                 if index:  # only the first chunk quotes (or edits); the rest follow it
                     update["reply_to"] = None
                     update["meta"] = without_edit(message.meta)
+                if index < len(chunks) - 1:  # buttons go under the last chunk only
+                    update["buttons"] = []
                 out.append(message.model_copy(update=update))
         return out
 

@@ -46,7 +46,8 @@ class Router:
     shadows the agent's.
 
     Registration, by decorator: ``command("name", admin=False)`` for ``/name args``,
-    ``text(regex)`` for messages, ``on(Kind.EDIT, when=...)`` for any kind of event,
+    ``text(regex)`` for messages, ``callback("prefix")`` for button presses,
+    ``on(Kind.EDIT, when=...)`` for any kind of event,
     ``fallback`` for whatever nothing else matched, ``middleware`` for an aiogram-shaped
     ``async (handler, event, data)`` wrapper around every handler this router (and its
     children) resolves; ``data["ctx"]`` is the :class:`Context`. Example::
@@ -98,6 +99,15 @@ class Router:
             return event.kind is kind and (when is None or when(event))
 
         return self._register(matches, f"on:{kind.value}")
+
+    def callback(self, prefix: str = "") -> Callable[[Handler], Handler]:
+        """Match button presses whose data starts with ``prefix`` (``"vote:"`` takes
+        ``vote:yes`` and ``vote:no``); the data is ``ctx.event.text``. See docs/buttons.md."""
+
+        def matches(event: Event) -> bool:
+            return event.kind is Kind.CALLBACK and event.text.startswith(prefix)
+
+        return self._register(matches, f"callback:{prefix}*")
 
     def fallback(self, handler: Handler) -> Handler:
         """Answer text and commands nothing else matched (after included routers)."""

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.buttons import Button
+
 SCHEMA_VERSION = 1
 #: ``Event.meta`` key: a dict that :meth:`Context.reply` copies into every reply's
 #: ``OutMessage.meta``, for what the adapter needs to answer this very event.
@@ -160,6 +162,8 @@ class OutMessage(_Model):
     reply_to: str | None = None
     format: Literal["plain", "html", "markdown"] = "plain"
     meta: dict[str, Any] = Field(default_factory=dict)
+    #: Rows of buttons under the message (:mod:`tether.buttons`); on the last chunk only.
+    buttons: list[list[Button]] = Field(default_factory=list)
 
     def to_json(self) -> str:
         return self.model_dump_json()

@@ -16,7 +16,8 @@ Tether needs around it:
   the committed cursor is what the next :mod:`.backfill` starts from.
 - READY (a new session) starts a backfill; RESUMED needs none, Discord replays the gap.
 - ``/ask`` (:mod:`.ask`) is deferred first, then normalized and committed — from the
-  payload as the gateway sent it, kept until then.
+  payload as the gateway sent it, kept until then. A button press (:mod:`.buttons`) is
+  committed first, then acknowledged.
 - A refused privileged intent or a fatal close code ends the loop with a problem that
   readiness reports; anything else restarts it with backoff, counted from the last
   healthy session (READY or RESUMED), so an outage a week ago does not slow today's.
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import discord
 import structlog
 
-from tether.adapters.discord import ask
+from tether.adapters.discord import ask, buttons
 from tether.adapters.discord.backfill import backfill, cursor_name
 from tether.adapters.discord.cache import CachedServers
 from tether.adapters.discord.normalize import (
@@ -80,6 +81,7 @@ class GatewayIngress:
         self._tree: ask.Tree | None = None
         self._inbox: Inbox | None = None
         self._asked = ask.RawInteractions()
+        self._presses = buttons.Presses(lambda: self._inbox, lambda: self._client, self._spawn)
         #: Connection failures since the last session that reached READY or RESUMED.
         self._failures = 0
         self._backfill_task: asyncio.Task[None] | None = None
@@ -107,8 +109,7 @@ class GatewayIngress:
             "MESSAGE_CREATE": self._created,
             "MESSAGE_UPDATE": self._edited,
         }
-        if self.config.ask_command:
-            takers["INTERACTION_CREATE"] = self._asked.keep
+        takers["INTERACTION_CREATE"] = self._interaction
         parsers = client._connection.parsers  # the read loop looks events up here
         for event, parse in list(parsers.items()):
             parsers[event] = functools.partial(_dispatch, event, takers.get(event), parse)
@@ -275,7 +276,15 @@ class GatewayIngress:
         self._commits.add(task)
         task.add_done_callback(self._commits.discard)
 
-    # -- /ask -----------------------------------------------------------------------
+    # -- /ask and button presses ----------------------------------------------------
+
+    def _interaction(self, data: Any) -> None:
+        """A button press is committed and acknowledged (:mod:`.buttons`); ``/ask`` is
+        kept for discord.py's command tree to hand over."""
+        if buttons.is_press(data):
+            self._presses.take(data)
+        elif self.config.ask_command:
+            self._asked.keep(data)
 
     async def _on_ask(self, asked: discord.Interaction) -> None:
         deferred = await ask.defer(asked)

@@ -26,6 +26,7 @@ import structlog
 from discord.http import Route
 
 from tether.adapters.base import SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
+from tether.adapters.discord.buttons import components, send_with_buttons
 from tether.adapters.kit import describe
 from tether.events import OutMessage
 
@@ -88,6 +89,8 @@ async def _deliver(client: discord.Client, message: OutMessage) -> Sent:
     channel = client.get_partial_messageable(int(message.target.chat_id))
     nonce = send_nonce(message.key)  # discord.py adds enforce_nonce=true
     mentions = _allowed_mentions()
+    if message.buttons:
+        return await send_with_buttons(client, message, nonce, mentions)
     if not (message.reply_to and message.reply_to.isdigit()):
         sent = await channel.send(message.text, nonce=nonce, allowed_mentions=mentions)
         return Sent(platform_id=str(sent.id))
@@ -112,7 +115,12 @@ async def _edit_original(
         webhook_id=int(interaction["application_id"]),
         webhook_token=str(interaction["token"]),
     )
-    payload = {"content": message.text, "allowed_mentions": _allowed_mentions().to_dict()}
+    payload: dict[str, Any] = {
+        "content": message.text,
+        "allowed_mentions": _allowed_mentions().to_dict(),
+    }
+    if message.buttons:
+        payload["components"] = components(message.buttons)
     data = await client.http.request(route, json=payload)
     return Sent(platform_id=str(data.get("id")) if isinstance(data, dict) else None)
 

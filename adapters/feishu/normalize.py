@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tether.adapters.feishu import described
+from tether.adapters.feishu.cards import CARD_ACTION, card_action
 from tether.adapters.feishu.content import EVERYONE, At, Content, load, mention_names, parse
 from tether.adapters.kit import Dropped, describe
 from tether.events import REPLY_META, ChatType, Conversation, Event, Kind, Sender, parse_command
@@ -60,6 +61,8 @@ def normalize(data: Mapping[str, Any], bot: Bot) -> Event | Dropped:
     try:
         if event_type == "im.message.receive_v1":
             return _message(event, header, raw, bot)
+        if event_type == CARD_ACTION:  # a button press on a card (:mod:`.cards`)
+            return card_action(event, header, raw)
         chat_id = event.get("chat_id")
         if not isinstance(chat_id, str) or not chat_id:
             return Dropped(SKIPPED, f"unsupported event type {event_type}")

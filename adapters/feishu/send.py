@@ -28,6 +28,7 @@ from lark_oapi.core.exception import ObtainAccessTokenException
 from lark_oapi.core.token.manager import TokenManager
 
 from tether.adapters.base import SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
+from tether.adapters.feishu.cards import card_body
 from tether.adapters.feishu.normalize import THREAD_MESSAGE
 from tether.adapters.kit import describe
 from tether.events import OutMessage
@@ -94,7 +95,11 @@ def request_for(message: OutMessage) -> tuple[str, dict[str, str], dict[str, Any
     """Path, query and body: create in the chat, or reply (to the quoted message, or
     into the thread: to a message in it, as the event put it in ``meta``, else to the
     root message that a target written by hand names)."""
-    if message.format == "markdown":
+    if message.buttons:  # a card: the text, then the buttons (:mod:`.cards`)
+        text = html_to_text(message.text) if message.format == "html" else message.text
+        markdown = message.format == "markdown"
+        msg_type, body = "interactive", card_body(text, markdown, message.buttons)
+    elif message.format == "markdown":
         msg_type, body = "post", markdown_body(message.text)
     elif message.format == "html":
         msg_type, body = "text", text_body(html_to_text(message.text))

@@ -23,6 +23,7 @@ import structlog
 from aiohttp import web
 from lark_oapi.core.utils.decryptor import AESCipher
 
+from tether.adapters.feishu.cards import CARD_ACTION
 from tether.adapters.kit import describe
 from tether.adapters.untrusted import Malformed, header, load_json
 
@@ -172,6 +173,9 @@ async def answer(
     except Exception as exc:  # the store failed: not committed, so not acknowledged
         log.error("feishu.accept_failed", error=describe(exc))
         return web.json_response({"msg": "not stored, deliver again"}, status=503)
+    envelope = outcome.get("header")
+    if isinstance(envelope, dict) and envelope.get("event_type") == CARD_ACTION:
+        return web.json_response({})  # a card callback's answer: no toast, card unchanged
     return web.json_response({"msg": "success"})
 
 

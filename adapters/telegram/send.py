@@ -31,6 +31,7 @@ from telegram.error import (
 
 from tether.adapters.base import SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
 from tether.adapters.kit import describe
+from tether.adapters.telegram.buttons import inline_keyboard
 from tether.adapters.telegram.http import NOT_SENT, BotClient
 from tether.adapters.telegram.markdown import formatted, readable
 from tether.events import OutMessage, Target
@@ -67,6 +68,8 @@ async def _send_text(bot: BotClient, chat: int | str, message: OutMessage) -> di
             "message_id": int(message.reply_to),
             "allow_sending_without_reply": True,
         }
+    if message.buttons:
+        params["reply_markup"] = inline_keyboard(message.buttons)
     parse_mode = _PARSE_MODES.get(message.format)
     try:
         return await bot.send_message_dict({**params, "parse_mode": parse_mode})

@@ -119,6 +119,33 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
     )
 
 
+def _components_problem(rows: Any) -> str | None:
+    """What Discord would refuse in a message's ``components`` (action rows of buttons)."""
+    if rows is None:
+        return None
+    if not isinstance(rows, list) or len(rows) > 5:
+        return "at most 5 action rows"
+    seen: set[str] = set()
+    for row in rows:
+        buttons = row.get("components") if isinstance(row, dict) else None
+        if row.get("type") != 1 or not isinstance(buttons, list) or not 1 <= len(buttons) <= 5:
+            return "an action row (type 1) holds 1 to 5 buttons"
+        for button in buttons:
+            if not isinstance(button, dict) or button.get("type") != 2 or not button.get("label"):
+                return "a button (type 2) needs a label"
+            if button.get("style") == 5:
+                if not button.get("url") or "custom_id" in button:
+                    return "a link button has a url and no custom_id"
+                continue
+            custom_id = button.get("custom_id")
+            if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= 100:
+                return "custom_id: 1 to 100 characters"
+            if custom_id in seen:
+                return "custom_id: must be unique"
+            seen.add(custom_id)
+    return None
+
+
 def _error(status: int, message: str, code: int = 0) -> web.Response:
     return _json({"message": message, "code": code}, status)
 
@@ -139,6 +166,9 @@ class FakeDiscord:
         self.closes: list[int] = []
         self.commands: list[dict[str, Any]] = []
         self.callbacks: list[tuple[int, dict[str, Any]]] = []
+        #: Interaction id → when it was answered (time.monotonic()); answering again is 400.
+        self.callback_at: dict[int, float] = {}
+        self.callbacks_refused: list[int] = []
         self.original_edits: list[tuple[str, dict[str, Any]]] = []
         self.followups: list[dict[str, Any]] = []
         self.expired_tokens: set[str] = set()
@@ -350,6 +380,35 @@ class FakeDiscord:
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
+    def press_payload(
+        self, custom_id: str, on: dict[str, Any], *, token: str = "ptoken-1"
+    ) -> dict[str, Any]:
+        """The INTERACTION_CREATE of a person pressing the button ``custom_id`` on the
+        message ``on``; ``dispatch`` it (twice, for a redelivery)."""
+        channel_id = int(on["channel_id"])
+        guild_id = self.channels[channel_id].get("guild_id")
+        data: dict[str, Any] = {
+            "id": str(self.next_id()),
+            "application_id": str(APPLICATION_ID),
+            "type": 3,
+            "token": token,
+            "version": 1,
+            "channel_id": str(channel_id),
+            "channel": self.channels[channel_id],
+            "message": on,
+            "locale": "en-US",
+            "app_permissions": "0",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "data": {"custom_id": custom_id, "component_type": 2},
+        }
+        if guild_id:
+            data["guild_id"] = guild_id
+            data["member"] = {**member(), "user": USER, "permissions": "0"}
+        else:
+            data["user"] = USER
+        return data
+
     def fail_next_post(self, status: int = 500, *, commit: bool = False, delay: float = 0) -> None:
         self.post_failures.append(Failure(status, commit, delay))
 
@@ -529,6 +588,9 @@ class FakeDiscord:
     async def _create_message(self, request: web.Request) -> web.Response:
         channel = int(request.match_info["channel"])
         body = await request.json()
+        problem = _components_problem(body.get("components"))
+        if problem:
+            return _error(400, f"Invalid Form Body: components: {problem}", 50035)
         post = Post(channel, body)
         self.posts.append(post)
         failure = self.post_failures.popleft() if self.post_failures else None
@@ -555,6 +617,7 @@ class FakeDiscord:
                 return existing  # what Discord does for a repeated nonce: no second message
         message = self.message(channel, str(body.get("content", "")), author=BOT_USER)
         message["nonce"] = nonce
+        message["components"] = body.get("components") or []
         reference = body.get("message_reference")
         if reference:
             message["type"] = 19
@@ -601,7 +664,13 @@ class FakeDiscord:
 
     async def _callback(self, request: web.Request) -> web.Response:
         body = await request.json()
-        self.callbacks.append((int(request.match_info["id"]), body))
+        interaction_id = int(request.match_info["id"])
+        if interaction_id in self.callback_at:  # Discord: an interaction is answered once
+            self.callbacks_refused.append(interaction_id)
+            self._changed()
+            return _error(400, "Interaction has already been acknowledged.", 40060)
+        self.callback_at[interaction_id] = time.monotonic()
+        self.callbacks.append((interaction_id, body))
         self._changed()
         return _json(
             {

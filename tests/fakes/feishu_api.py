@@ -244,6 +244,10 @@ class FakeFeishu:
         cap = _BODY_CAPS.get(str(call.body.get("msg_type")), _BODY_CAPS["text"])
         if call.size > cap:  # Feishu's request body caps: text 150 KB, post and cards 30 KB
             return self._answer(call, 400, {"code": 230025, "msg": "message content too long"})
+        if call.body.get("msg_type") == "interactive":
+            problem = card_problem(call.body.get("content"))
+            if problem:
+                return self._answer(call, 400, {"code": 230099, "msg": problem})
         failure = self.failures.popleft() if self.failures else None
         if failure is not None and not failure.deliver:
             body = {"code": failure.code, "msg": failure.msg}
@@ -390,6 +394,57 @@ def message_event(
             "message": message,
         },
     }
+
+
+def card_action_event(
+    data: str,
+    *,
+    message_id: str = "om_card_1",
+    chat_id: str = "oc_chat_1",
+    open_id: str = "ou_user_1",
+    event_id: str | None = None,
+    token: str = VERIFICATION_TOKEN,
+) -> dict[str, Any]:
+    """A ``card.action.trigger`` callback (schema 2.0): a press on a card's button whose
+    ``value`` is ``{"data": data}``, as Feishu posts it."""
+    now_ms = str(int(time.time() * 1000))
+    return {
+        "schema": "2.0",
+        "header": {
+            "event_id": event_id or f"ev_{os.urandom(8).hex()}",
+            "event_type": "card.action.trigger",
+            "create_time": now_ms,
+            "token": token,
+            "app_id": APP_ID,
+            "tenant_key": "tenant_1",
+        },
+        "event": {
+            "operator": {"tenant_key": "tenant_1", "open_id": open_id, "union_id": "on_union_1"},
+            "token": f"c-{os.urandom(8).hex()}",
+            "action": {"value": {"data": data}, "tag": "button"},
+            "host": "im_message",
+            "context": {"open_message_id": message_id, "open_chat_id": chat_id},
+        },
+    }
+
+
+def card_problem(content: Any) -> str | None:
+    """What Feishu would refuse in an ``interactive`` message's card (the parts Tether
+    uses): elements, a button's text, and exactly one of ``value`` or ``url``."""
+    card = json.loads(content) if isinstance(content, str) else None
+    elements = card.get("elements") if isinstance(card, dict) else None
+    if not isinstance(elements, list) or not elements:
+        return "card has no elements"
+    for element in elements:
+        if not isinstance(element, dict) or element.get("tag") != "action":
+            continue
+        for button in element.get("actions") or []:
+            text = button.get("text") if isinstance(button, dict) else None
+            if not isinstance(text, dict) or not text.get("content"):
+                return "a button needs text"
+            if ("value" in button) == ("url" in button):
+                return "a button needs a value or a url"
+    return None
 
 
 def mention(key: str, open_id: str, name: str) -> dict[str, Any]:

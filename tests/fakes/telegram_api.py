@@ -91,6 +91,8 @@ class FakeTelegram:
         self.calls: list[Call] = []
         self.sent: list[dict[str, Any]] = []  # successful sendMessage params, in order
         self.texts = Texts()  # what each message shows (parsed, after edits) and the edits
+        #: answerCallbackQuery: query id → when it was answered (time.monotonic()).
+        self.answered: dict[str, float] = {}
         self.webhook: dict[str, Any] | None = None
         #: Called with each getUpdates offset before it confirms anything (tests inspect
         #: the client's state at the moment it acknowledges a batch).
@@ -195,6 +197,22 @@ class FakeTelegram:
             message["reply_to_message"] = reply_to
         message.update(extra)
         return message
+
+    def press(
+        self, data: str, *, chat_id: int = 42, user_id: int | None = None, query_id: str = "cbq-1"
+    ) -> dict[str, Any]:
+        """Queue a press of an inline button carrying ``data`` on a bot message; returns
+        the update (``push_raw`` it again to deliver the same press twice)."""
+        uid = user_id if user_id is not None else chat_id
+        return self.push(
+            callback_query={
+                "id": query_id,
+                "from": {"id": uid, "is_bot": False, "first_name": "Ada"},
+                "chat_instance": f"ci{chat_id}",
+                "data": data,
+                "message": self.bot_message(chat_id, "Pick one"),
+            }
+        )
 
     def bot_message(self, chat_id: int, text: str = "earlier answer") -> dict[str, Any]:
         """A message the bot sent earlier (to reply to)."""
@@ -348,6 +366,8 @@ class FakeTelegram:
             raise _ApiError(400, f"Bad Request: can't parse entities: {exc}") from exc
         if utf16(shown) > 4096:
             raise _ApiError(400, "Bad Request: message is too long")
+        if "reply_markup" in params:
+            _check_markup(params["reply_markup"])
         self.sent.append(params)
         self.last_sent_at = time.perf_counter()
         chat_id = params["chat_id"]
@@ -387,8 +407,14 @@ class FakeTelegram:
     async def _api_sendChatAction(self, _params: dict[str, Any]) -> bool:
         return True
 
-    async def _api_answerCallbackQuery(self, _params: dict[str, Any]) -> bool:
+    async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> bool:
+        """Each query can be answered once, as on Telegram (a second answer is a 400)."""
+        query_id = str(params.get("callback_query_id"))
+        if query_id in self.answered:
+            raise _ApiError(400, "Bad Request: query is too old and response timeout expired")
+        self.answered[query_id] = time.monotonic()
         return True
+
 
     # -- benchmark control ----------------------------------------------------------
 
@@ -437,6 +463,23 @@ class _ApiError(Exception):
         super().__init__(description)
         self.status = status
         self.description = description
+
+
+def _check_markup(markup: Any) -> None:
+    """Telegram's rules for an inline keyboard: rows of buttons, each with text and one
+    action; ``callback_data`` 1-64 bytes."""
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        raise _ApiError(400, "Bad Request: can't parse reply keyboard markup JSON object")
+    for button in (button for row in rows for button in row):
+        if not isinstance(button, dict) or not button.get("text"):
+            raise _ApiError(400, "Bad Request: text buttons are unallowed in the inline keyboard")
+        actions = [name for name in ("callback_data", "url") if name in button]
+        if len(actions) != 1:
+            raise _ApiError(400, "Bad Request: inline keyboard button needs exactly one action")
+        data = button.get("callback_data")
+        if data is not None and not 1 <= len(str(data).encode()) <= 64:
+            raise _ApiError(400, "Bad Request: BUTTON_DATA_INVALID")
 
 
 def _error(status: int, description: str, parameters: dict[str, Any] | None = None) -> web.Response:
