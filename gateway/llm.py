@@ -289,7 +289,7 @@ class LLM:
             extra["temperature"] = cfg.temperature
         if response_format is not None:  # structured output (reflection's proposal)
             extra["response_format"] = response_format
-        if tools:  # the agent's tool loop (gateway/tools/loop.py)
+        if tools and cfg.tools:  # the agent's tool loop (gateway/tools/loop.py)
             extra["tools"] = tools
         started = time.monotonic()
         try:

@@ -25,6 +25,7 @@ from tether.gateway.llm import (
     Completion,
     Message,
 )
+from tether.gateway.tools.tokens import extra_tokens
 from tether.memory import tokens
 from tether.memory.conversation import ConversationMemory
 from tether.memory.records import UsageRecord
@@ -100,7 +101,7 @@ class TaskLLM:
         )
 
         async def call() -> dict[str, Any]:
-            cap = await self._room(step, candidates[0], messages, max_tokens)
+            cap = await self._room(step, candidates[0], messages, max_tokens, tools)
             scope = self._ctx.log.bind(step=step)
             return asdict(
                 await llm.answer(candidates, messages, cap, scope, response_format, tools)
@@ -129,12 +130,19 @@ class TaskLLM:
         return self._spent_today + self.spent
 
     async def _room(
-        self, step: str, model: str, messages: list[Message], max_tokens: int | None
+        self,
+        step: str,
+        model: str,
+        messages: list[Message],
+        max_tokens: int | None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> int:
         """The completion cap for the next call, or BudgetExceeded if it may not be made."""
         llm = self._require()
         memory = llm.settings.memory
-        prompt = tokens.count_messages(messages, llm.encoding(model))
+        encoding = llm.encoding(model)
+        prompt = tokens.count_messages(messages, encoding)
+        prompt += extra_tokens(messages, tools, encoding)  # schemas and calls are billed too
         cap = max_tokens or llm.model(model).max_tokens or DEFAULT_MAX_TOKENS
         limits = []
         if memory.task_token_budget is not None:

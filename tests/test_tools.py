@@ -21,7 +21,7 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import TETHER, db_rows, events_named, make_settings, running
+from tests.conftest import TETHER, db_rows, events_named, make_settings, merge, running
 from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
 from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
@@ -80,7 +80,7 @@ def settings_for(tmp_path: Path, fake: FakeOpenAI, **sections: Any) -> Any:
         "default": "main",
     }
     agent = {"handler": "llm", **sections.pop("agent", {})}
-    return make_settings(tmp_path, llm=llm, agent=agent, **sections)
+    return make_settings(tmp_path, llm=merge(llm, sections.pop("llm", {})), agent=agent, **sections)
 
 
 def router_for(settings: Any) -> Router:
@@ -467,3 +467,27 @@ def test_the_transcript_marks_a_call_that_never_finished() -> None:
         ("tool:0:1", "b", "interrupted"),
         ("tool:0:2", None, None),
     ]
+
+
+async def test_the_budget_counts_the_tool_schemas_sent(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # ~40 tokens of messages fit in 120; with the schemas of four tools they do not
+    settings = settings_for(tmp_path, fake, memory={"task_token_budget": 120})
+    async with running(settings, router_for(settings)) as (gateway, loop):
+        await loop.say("hi")
+        sent = await loop.wait_for_sent(1)
+        await gateway.drain()
+    assert fake.calls == 0
+    assert sent[0].message.text.startswith("I stopped before the next model call")
+
+
+async def test_a_model_without_tool_calling_is_asked_without_tools(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    fake.reply = scripted("plain answer")
+    settings = settings_for(tmp_path, fake, llm={"models": {"main": {"tools": False}}})
+    async with running(settings, router_for(settings)) as (gateway, loop):
+        await loop.say("hi")
+        sent = await loop.wait_for_sent(1)
+        await gateway.drain()
+    assert sent[0].message.text == "plain answer"
+    assert "tools" not in fake.requests[0].body

@@ -60,13 +60,19 @@ _ALL = {
 
 
 class BuiltinTools:
-    """The memory built-ins that ``agent.tools`` leaves on."""
+    """The memory built-ins that ``agent.tools`` leaves on.
+
+    The switches are read per turn from the settings the turn's model runs with, so a
+    reload (or an agent with its own ``tools``) takes effect at the next message; the
+    start-up config only decides which names are checked for clashes.
+    """
 
     label = "built-in tools"
 
     def __init__(self, config: ToolsConfig) -> None:
-        self._tools = [
-            Tool(
+        self._config = config
+        self._tools = {
+            name: Tool(
                 name=tool.name,
                 description=tool.description,
                 parameters=tool.parameters,
@@ -75,11 +81,11 @@ class BuiltinTools:
                 source="builtin",
             )
             for name, tool in _ALL.items()
-            if config.enabled(name)
-        ]
+        }
 
     def names(self) -> list[str]:
-        return [tool.name for tool in self._tools]
+        return [name for name in self._tools if self._config.enabled(name)]
 
     async def tools(self, ctx: Context) -> list[Tool]:
-        return list(self._tools)
+        config = ctx.llm.settings.agent.tools if ctx.llm.configured else self._config
+        return [tool for name, tool in self._tools.items() if config.enabled(name)]
