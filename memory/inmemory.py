@@ -15,6 +15,7 @@ from dataclasses import replace
 from tether.events import Event, OutMessage
 from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_console import ConsoleTables
+from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_ops import OpsTables
 from tether.memory.records import (
     UNFINISHED_INBOX,

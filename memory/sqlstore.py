@@ -22,6 +22,7 @@ from tether.events import OutMessage
 from tether.memory import sql
 from tether.memory.console_sql import ConsoleSql
 from tether.memory.console_sql import ConsoleSql
+from tether.memory.console_sql import ConsoleSql
 from tether.memory.records import (
     ConversationState,
     DeadLetter,

@@ -53,6 +53,7 @@ __all__ = [
     "UNSENT_OUTBOX",
     "ConsoleStore",
     "ConsoleStore",
+    "ConsoleStore",
     "ConversationState",
     "ConversationStore",
     "CursorStore",
