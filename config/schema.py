@@ -35,6 +35,7 @@ from tether.config.llm import (
     LLMProviderConfig,
     LLMRouteConfig,
 )
+from tether.config.mcp import McpConfig
 from tether.config.ops import AlertsConfig, OpsConfig, WatchdogConfig
 from tether.config.platforms import (
     ConsoleConfig,
@@ -223,6 +224,8 @@ class Settings(Section):
     logging: LoggingConfig = LoggingConfig()
     #: The watchdog's thresholds and where its alerts go (config/ops.py).
     ops: OpsConfig = OpsConfig()
+    #: MCP servers whose tools the agent may call (config/mcp.py).
+    mcp: McpConfig = McpConfig()
     #: Several agents, each with its own accounts (config/agents.py); ``agent:`` is the
     #: one-agent form. ``rooms:``: the guards where they hear each other.
     agents: list[AgentSpec] = []

@@ -19,6 +19,7 @@ from tether.gateway.commands import commands_router
 from tether.gateway.llm_agent import llm_router
 from tether.gateway.presses import unhandled_presses
 from tether.gateway.routing import Router
+from tether.gateway.stop_command import stop_router
 
 
 def load_router(settings: Settings, access: Access | None = None) -> Router:
@@ -48,6 +49,7 @@ def _guarded(router: Router, access: Access) -> Router:
     root = Router("gateway")
     root.middleware(access)
     root.include(access_router(access))
+    root.include(stop_router())  # /stop: never shadowed, never queued (gateway/stop.py)
     root.include(router)
     return root
 

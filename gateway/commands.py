@@ -32,11 +32,13 @@ DESCRIPTIONS = {
     "facts": "list the facts I keep in mind in this chat (saved or learned by reflection)",
     "forget": "list saved facts, or forget one ([N | text | all])",
     "usage": "tokens and cost spent in this chat",
+    "stop": "stop the answer I am working on now",
     "whoami": "your user and chat ids (for access.allow)",
     "approve": "let in the person who asked for access with CODE (admins)",
 }
-#: The access commands, included ahead of every router: (name, admin only).
-ACCESS_COMMANDS = (("whoami", False), ("approve", True))
+#: The access commands and ``/stop`` (gateway/stop.py), included ahead of every router:
+#: (name, admin only).
+ACCESS_COMMANDS = (("whoami", False), ("approve", True), ("stop", False))
 _INTROS = {
     "echo": "I answer with your text.",
     "llm": "Just write to chat with me.",

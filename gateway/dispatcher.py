@@ -29,6 +29,7 @@ import structlog
 from tether.backoff import full_jitter
 from tether.gateway import metrics
 from tether.gateway.lanes import Lanes, SharedStore
+from tether.gateway.stop import is_stop
 from tether.memory.records import InboxRow
 from tether.memory.roles import InboxStore
 
@@ -70,6 +71,8 @@ class Dispatcher:
         self._finished: OrderedDict[str, float] = OrderedDict()
         self._room = asyncio.Event()
         self._failures: dict[str, int] = {}
+        #: ``/stop`` rows running beside their lanes.
+        self._beside: set[asyncio.Task[None]] = set()
 
     @property
     def depth(self) -> int:
@@ -87,6 +90,7 @@ class Dispatcher:
     async def submit(self, rows: Iterable[InboxRow]) -> None:
         """Queue rows in their conversations' lanes; a row already queued is skipped."""
         lanes = self._lanes
+        rows = [row for row in rows if not self._beside_lane(row)]
         if lanes.shared:
             for conversation in dict.fromkeys(row.conversation for row in rows):
                 lanes.poke(conversation)
@@ -101,6 +105,24 @@ class Dispatcher:
             self._queued.add(row.key)
             lanes.add(row.conversation, row)
         metrics.LANE_DEPTH.set(len(self._queued))
+
+    def _beside_lane(self, row: InboxRow) -> bool:
+        """``/stop`` runs at once, beside its lane: queued, it would wait for the very
+        turn it is meant to stop (:mod:`tether.gateway.stop`). Local store only."""
+        if self._lanes.shared or self._lanes.stopping or not is_stop(row.event):
+            return False
+        if row.key not in self._queued:
+            self._queued.add(row.key)
+            task = asyncio.create_task(self._run_beside(row), name=f"stop:{row.conversation}")
+            self._beside.add(task)
+            task.add_done_callback(self._beside.discard)
+        return True
+
+    async def _run_beside(self, row: InboxRow) -> None:
+        if await self._attempt(row.conversation, row):
+            self._done(row)
+        else:  # to be tried again (the store failed): it waits in its lane like any retry
+            self._lanes.add(row.conversation, row)
 
     def poke(self, conversation: str) -> None:
         """Shared store: look at ``conversation``'s lane (new events may be there)."""
@@ -142,6 +164,9 @@ class Dispatcher:
         """
         self._room.set()  # a submit waiting for room sees the stop and returns
         await self._lanes.stop(grace=timeout)
+        for task in list(self._beside):
+            task.cancel()
+        await asyncio.gather(*self._beside, return_exceptions=True)
 
 
 def _retry_at(row: InboxRow) -> float | None:

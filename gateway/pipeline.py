@@ -26,7 +26,7 @@ from tether.backoff import full_jitter
 from tether.config.schema import PipelineConfig
 from tether.errors import BudgetExceeded, Fatal, Retryable
 from tether.events import REPLY_META, OutMessage
-from tether.gateway import metrics
+from tether.gateway import metrics, stop
 from tether.gateway.context import Context
 from tether.gateway.edits import without_edit
 from tether.gateway.llm import LLM
@@ -68,6 +68,8 @@ class Pipeline:
         self.tools = tools
         #: Handlers running now: event key → (route, monotonic start), for the watchdog.
         self.running: dict[str, tuple[str, float]] = {}
+        #: The running turn of each conversation, for ``/stop`` (:mod:`.stop`).
+        self.turns = stop.Turns()
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""
@@ -91,11 +93,18 @@ class Pipeline:
                 route, middlewares = resolved
                 route_name = route.name
                 self.running[row.key] = (route_name, started)
-                async with asyncio.timeout(self.config.handler_timeout):
-                    try:
-                        await call(route, middlewares, ctx)
-                    except BudgetExceeded as exc:  # logged where it was raised
-                        await ctx.reply(exc.reply)
+                ctx.data[stop.DATA_KEY] = self.turns
+                try:
+                    async with asyncio.timeout(self.config.handler_timeout) as deadline:
+                        with self.turns.running(row.conversation, event, deadline):
+                            try:
+                                await call(route, middlewares, ctx)
+                            except BudgetExceeded as exc:  # logged where it was raised
+                                await ctx.reply(exc.reply)
+                except TimeoutError:
+                    if not self.turns.stopped(row.key):
+                        raise
+                    await ctx.reply(stop.STOPPED_NOTICE, quote=False)  # /stop: done, kept
             outbound = self._outbound(row.key, ctx.outbox)
             rows = await self.store.checkpoint(
                 row.key, outbound, ctx.memory.pending, ctx.memory.changes

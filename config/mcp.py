@@ -1,0 +1,87 @@
+"""``mcp:``: Model Context Protocol servers whose tools the agent may call.
+
+Each server is either a command Tether starts and talks to over stdio, or a
+streamable-HTTP URL (with headers, e.g. a bearer token). Their tools reach the model as
+``{server}__{tool}`` (see :mod:`tether.gateway.tools.mcp`), so the server's name is
+kept short and plain: with the separator it must leave room in the API's 64-character
+function names.
+
+Header values and environment values are :class:`~pydantic.SecretStr`: they often
+carry tokens, so they are masked in ``tether check`` and scrubbed from every log line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Self
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from tether.config.section import Section
+
+#: A server's name: part of every tool name the model sees.
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,30}")
+
+
+class McpServerConfig(Section):
+    """One server: ``command`` (stdio) or ``url`` (streamable HTTP), never both."""
+
+    #: The program and its arguments, e.g. ``[npx, -y, "@modelcontextprotocol/server-git"]``.
+    command: list[str] | None = None
+    #: Extra environment for the command (added to a minimal safe environment).
+    env: dict[str, SecretStr] = {}
+    #: Working directory of the command.
+    cwd: str | None = None
+    #: A streamable-HTTP endpoint, e.g. ``https://mcp.example.com/mcp``.
+    url: str | None = None
+    #: Sent with every HTTP request (``Authorization: Bearer ${TOKEN}``).
+    headers: dict[str, SecretStr] = {}
+    #: Seconds one tool call may take before the model is told it timed out.
+    timeout: float = Field(default=30.0, gt=0)
+    #: Only these of its tools (names or shell patterns like ``read_*``); empty: all.
+    allow: list[str] = []
+    #: Never these (checked after ``allow``).
+    deny: list[str] = []
+    #: Seconds between liveness pings of a running server (a dead one is restarted).
+    ping_interval: float = Field(default=15.0, gt=0)
+
+    @field_validator("command")
+    @classmethod
+    def _program(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not value[0].strip()):
+            raise ValueError("needs the program to run, e.g. [python, server.py]")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> Self:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("needs exactly one of command (a stdio server) or url (HTTP)")
+        if self.command is None and (self.env or self.cwd):
+            raise ValueError("env and cwd are for a command; an HTTP server takes headers")
+        if self.url is None and self.headers:
+            raise ValueError("headers are for a url; a command takes env")
+        return self
+
+
+class McpConfig(Section):
+    """``mcp: {servers: {NAME: {...}}}``."""
+
+    servers: dict[str, McpServerConfig] = {}
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in value:
+            if not SERVER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"server name {name!r}: 1-30 characters of A-Z, a-z, 0-9, _ and -"
+                    " (it prefixes each of its tools' names)"
+                )
+        return value

@@ -1,0 +1,195 @@
+"""MCP servers: a real stdio server process (written here with the SDK's MCPServer) whose
+tools Tether lists namespaced, calls with a timeout, and restarts when it dies."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import structlog
+from pydantic import ValidationError
+
+from tether.config.mcp import McpConfig
+from tether.config.schema import Settings
+from tether.gateway.context import Context
+from tether.gateway.tools.mcp import McpTools, tool_name
+from tether.gateway.tools.spec import Tool, ToolError
+
+SERVER = textwrap.dedent(
+    '''
+    import asyncio, os, sys
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer("demo")
+    COUNTER = sys.argv[1]
+
+    @server.tool(annotations=ToolAnnotations(idempotent_hint=True))
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @server.tool()
+    def bump(by: int = 1) -> str:
+        """Count a side effect in a file (not idempotent)."""
+        with open(COUNTER, "a") as f:
+            f.write("x" * by)
+        return "bumped"
+
+    @server.tool()
+    def fail(reason: str) -> str:
+        """Always fails."""
+        raise ToolError(reason)
+
+    @server.tool()
+    async def hang() -> str:
+        """Never answers."""
+        await asyncio.sleep(3600)
+        return "late"
+
+    @server.tool(name="die")
+    def die() -> str:
+        """Ends the server process at once."""
+        os._exit(3)
+
+    server.run()
+    '''
+)
+
+CTX = cast(Context, None)  # MCP tools do not use the context
+
+
+@pytest.fixture
+def server_file(tmp_path: Path) -> Path:
+    path = tmp_path / "server.py"
+    path.write_text(SERVER)
+    return path
+
+
+def config(server_file: Path, tmp_path: Path, **extra: Any) -> McpConfig:
+    entry = {"command": [sys.executable, str(server_file), str(tmp_path / "counter")], **extra}
+    return McpConfig.model_validate({"servers": {"demo": entry}})
+
+
+@pytest.fixture
+async def tools(server_file: Path, tmp_path: Path) -> AsyncIterator[McpTools]:
+    source = McpTools(config(server_file, tmp_path, timeout=5))
+    await source.start()
+    try:
+        yield source
+    finally:
+        await source.stop()
+
+
+async def listed(source: McpTools) -> dict[str, Tool]:
+    return {tool.name: tool for tool in await source.tools(CTX)}
+
+
+async def test_tools_are_listed_namespaced_and_called(tools: McpTools, tmp_path: Path) -> None:
+    found = await listed(tools)
+    assert set(found) == {"demo__add", "demo__bump", "demo__fail", "demo__hang", "demo__die"}
+    add = found["demo__add"]
+    assert add.idempotent and not found["demo__bump"].idempotent
+    assert add.source == "mcp:demo"
+    assert add.parameters["required"] == ["a", "b"]
+    assert add.schema()["function"]["description"] == "Add two numbers."
+    assert await add.run(CTX, {"a": 2, "b": 3}) == "5"
+    assert await found["demo__bump"].run(CTX, {"by": 2}) == "bumped"
+    assert (tmp_path / "counter").read_text() == "xx"
+    assert tools.names() == list(found)
+
+
+async def test_tool_errors_and_bad_arguments_reach_the_model_as_tool_errors(
+    tools: McpTools,
+) -> None:
+    found = await listed(tools)
+    with pytest.raises(ToolError, match="no luck"):
+        await found["demo__fail"].run(CTX, {"reason": "no luck"})
+    with pytest.raises(ToolError, match="validation error"):
+        await found["demo__add"].run(CTX, {"a": "x"})
+
+
+async def test_a_call_past_the_timeout_is_a_tool_error(server_file: Path, tmp_path: Path) -> None:
+    source = McpTools(config(server_file, tmp_path, timeout=1))
+    await source.start()
+    try:
+        hang = (await listed(source))["demo__hang"]
+        with pytest.raises(ToolError, match="timed out after 1s"):
+            await hang.run(CTX, {})
+        assert await (await listed(source))["demo__add"].run(CTX, {"a": 1, "b": 1}) == "2"
+    finally:
+        await source.stop()
+
+
+async def test_a_dead_server_answers_unavailable_then_is_restarted(tools: McpTools) -> None:
+    server = tools.servers["demo"]
+    found = await listed(tools)
+    with structlog.testing.capture_logs() as logs:
+        with pytest.raises(ToolError, match="unavailable"):
+            await found["demo__die"].run(CTX, {})
+        # Until it is back, its tools stay listed and say so.
+        assert "demo__add" in await listed(tools)
+        if server.session is None:
+            with pytest.raises(ToolError, match="unavailable right now"):
+                await found["demo__add"].run(CTX, {"a": 1, "b": 2})
+        await server.wait_connected(2, 30)
+    assert await found["demo__add"].run(CTX, {"a": 1, "b": 2}) == "3"
+    names = [entry["event"] for entry in logs]
+    assert "mcp.died" in names and "mcp.restarted" in names
+    died = next(entry for entry in logs if entry["event"] == "mcp.died")
+    assert died["server"] == "demo"
+
+
+async def test_allow_and_deny_filter_the_servers_tools(server_file: Path, tmp_path: Path) -> None:
+    source = McpTools(config(server_file, tmp_path, allow=["a*", "b*", "die"], deny=["die"]))
+    await source.start()
+    try:
+        assert set(await listed(source)) == {"demo__add", "demo__bump"}
+    finally:
+        await source.stop()
+
+
+def test_tool_names_stay_within_the_api_rule() -> None:
+    assert tool_name("git", "log.search/v2") == "git__log_search_v2"
+    assert len(tool_name("s" * 30, "t" * 80)) == 64
+
+
+@pytest.mark.parametrize(
+    ("servers", "path", "says"),
+    [
+        ({"x": {}}, "mcp.servers.x", "exactly one of command"),
+        ({"x": {"command": ["a"], "url": "http://h"}}, "mcp.servers.x", "exactly one of command"),
+        ({"x": {"command": []}}, "mcp.servers.x.command", "program"),
+        ({"x": {"url": "ftp://h"}}, "mcp.servers.x.url", "http"),
+        ({"x y": {"url": "http://h"}}, "mcp.servers", "server name"),
+        ({"x": {"url": "http://h", "timeout": 0}}, "mcp.servers.x.timeout", "greater than 0"),
+        ({"x": {"url": "http://h", "env": {"A": "b"}}}, "mcp.servers.x", "env and cwd"),
+        ({"x": {"url": "http://h", "tiemout": 1}}, "mcp.servers.x.tiemout", "Extra"),
+    ],
+)
+def test_invalid_config_names_the_key_path(servers: Any, path: str, says: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings.model_validate({"mcp": {"servers": servers}})
+    locations = [".".join(str(part) for part in error["loc"]) for error in caught.value.errors()]
+    assert any(location.startswith(path) for location in locations), locations
+    assert says in str(caught.value)
+
+
+def test_header_and_env_values_are_secrets() -> None:
+    settings = Settings.model_validate(
+        {
+            "mcp": {
+                "servers": {
+                    "web": {"url": "https://h/mcp", "headers": {"X-Token": "hdr-s3cret-1"}},
+                    "cmd": {"command": ["srv"], "env": {"SOMETHING": "env-s3cret-2"}},
+                }
+            }
+        }
+    )
+    assert {"hdr-s3cret-1", "env-s3cret-2"} <= set(settings.secrets())
+    assert "s3cret" not in str(settings.masked())

@@ -1,0 +1,142 @@
+"""``/stop``: it cancels the conversation's running turn without waiting in its lane, the
+stopped turn ends done (no retry, no dead letter) with its finished steps kept, and the
+next message is answered normally."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from unittest.mock import ANY
+
+import aiohttp
+import pytest
+from aiohttp import web
+from prometheus_client import REGISTRY
+
+from tests.conftest import db_rows, make_settings, running
+from tether import Context, Router
+from tether.gateway.stop import NOTHING_RUNNING, STOPPED_ANSWER, STOPPED_NOTICE
+
+
+class SlowService:
+    """A fake HTTP service whose ``/slow`` answers only once the test releases it."""
+
+    def __init__(self) -> None:
+        self.arrived = asyncio.Event()
+        self.release = asyncio.Event()
+        self.calls = 0
+        self.url = ""
+
+    async def slow(self, request: web.Request) -> web.Response:
+        self.calls += 1
+        self.arrived.set()
+        await self.release.wait()
+        return web.Response(text="slow answer")
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[SlowService]:
+    fake = SlowService()
+    app = web.Application()
+    app.router.add_get("/slow", fake.slow)
+    runner = web.AppRunner(app, shutdown_timeout=0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    fake.url = f"http://127.0.0.1:{port}/slow"
+    try:
+        yield fake
+    finally:
+        fake.release.set()
+        await runner.cleanup()
+
+
+def slow_router(service: SlowService, seen: list[str]) -> Router:
+    router = Router()
+
+    @router.text()
+    async def handle(ctx: Context) -> None:
+        seen.append(ctx.event.text)
+        if ctx.event.text != "wait":
+            await ctx.reply(f"answer: {ctx.event.text}")
+            return
+        await ctx.step("before", lambda: "kept")
+
+        async def fetch() -> str:
+            async with aiohttp.ClientSession() as http, http.get(service.url) as response:
+                return await response.text()
+
+        await ctx.reply(await ctx.step("slow", fetch))
+
+    return router
+
+
+def stopped_total() -> float:
+    return REGISTRY.get_sample_value("tether_turns_stopped_total") or 0.0
+
+
+async def test_stop_cancels_a_turn_waiting_on_a_slow_call(
+    tmp_path: Path, service: SlowService
+) -> None:
+    seen: list[str] = []
+    before = stopped_total()
+    async with running(make_settings(tmp_path), slow_router(service, seen)) as (gateway, loop):
+        waiting = await loop.say("wait")
+        await service.arrived.wait()  # the turn is inside its slow call now
+        stop = await loop.say("/stop")
+        sent = await loop.wait_for_sent(2)
+        assert sorted(d.message.text for d in sent) == sorted([STOPPED_NOTICE, STOPPED_ANSWER])
+        assert not service.release.is_set()  # it never answered: the turn was cancelled
+        await loop.say("next")
+        sent = await loop.wait_for_sent(3)
+        assert sent[2].message.text == "answer: next"
+        await gateway.drain()
+
+    assert seen == ["wait", "next"]  # the stopped turn was not retried
+    assert service.calls == 1
+    assert stopped_total() - before == 1
+    status = dict(db_rows(tmp_path, "SELECT key, status FROM inbox"))
+    assert status[waiting.key] == "done" and status[stop.key] == "done"
+    assert db_rows(tmp_path, "SELECT count(*) FROM dead_letters") == [(0,)]
+    steps = db_rows(tmp_path, "SELECT name FROM steps WHERE event_key = ?", waiting.key)
+    assert steps == [("before",)]  # the finished step is kept; the cancelled one never saved
+    outbox = {
+        json.loads(payload)["text"]: key
+        for key, payload in db_rows(tmp_path, "SELECT event_key, payload FROM outbox")
+    }
+    assert outbox == {STOPPED_NOTICE: waiting.key, STOPPED_ANSWER: stop.key, "answer: next": ANY}
+
+
+async def test_stop_with_nothing_running_says_so_once(tmp_path: Path) -> None:
+    async with running(make_settings(tmp_path), Router()) as (gateway, loop):
+        event = await loop.say("/stop")
+        await loop.deliver(event)  # a redelivery is a duplicate, not a second answer
+        await gateway.drain()
+        sent = await loop.wait_for_sent(1)
+    assert [d.message.text for d in sent] == [NOTHING_RUNNING]
+
+
+async def test_stop_in_another_chat_leaves_this_turn_running(
+    tmp_path: Path, service: SlowService
+) -> None:
+    seen: list[str] = []
+    async with running(make_settings(tmp_path), slow_router(service, seen)) as (gateway, loop):
+        await loop.say("wait", chat="1")
+        await service.arrived.wait()
+        await loop.say("/stop", chat="2")
+        sent = await loop.wait_for_sent(1)
+        assert [d.message.text for d in sent] == [NOTHING_RUNNING]
+        service.release.set()
+        sent = await loop.wait_for_sent(2)
+        assert sent[1].message.text == "slow answer"
+        await gateway.drain()
+
+
+async def test_help_lists_stop(tmp_path: Path) -> None:
+    async with running(make_settings(tmp_path)) as (_gateway, loop):
+        await loop.say("/help")
+        sent = await loop.wait_for_sent(1)
+    assert "/stop - " in sent[0].message.text
