@@ -22,7 +22,7 @@ from tether.gateway import metrics
 from tether.gateway.llm import LLM
 from tether.gateway.llm_task import TaskLLM
 from tether.memory.conversation import ConversationMemory
-from tether.memory.roles import HandlerStore
+from tether.memory.roles import HandlerStore, StepStore
 
 T = TypeVar("T")
 Format = Literal["plain", "html", "markdown"]
@@ -167,6 +167,12 @@ class Context:
                 buttons=rows,
             )
         )
+
+    @property
+    def step_store(self) -> StepStore:
+        """This event's stored steps, for framework code that needs more than ``step``
+        (the tool loop reads a call's marks on every attempt, the first included)."""
+        return self._store
 
     async def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` once for this event; a re-run after a retry or crash gets its result.

@@ -20,6 +20,7 @@ import pytest
 import structlog
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import REGISTRY
 
 from tests.conftest import TETHER, db_rows, events_named, make_settings, merge, running
 from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
@@ -491,3 +492,23 @@ async def test_a_model_without_tool_calling_is_asked_without_tools(
         await gateway.drain()
     assert sent[0].message.text == "plain answer"
     assert "tools" not in fake.requests[0].body
+
+
+async def test_marks_are_read_on_every_attempt_and_belong_to_one_call() -> None:
+    store = MemoryStore()
+    await store.open()
+    tools = {tool.name: tool for tool in tools_router.tools()}
+    before = REGISTRY.get_sample_value(
+        "tether_tool_calls_total", {"tool": "add", "outcome": "cached"}
+    )
+    assert await execute(context(store, 1), tools, tool_call("add", {"a": 1}), 0, 0) == "1"
+    # `tether dead retry` runs the event as attempt 1 again, its steps kept
+    assert await execute(context(store, 1), tools, tool_call("add", {"a": 1}), 0, 0) == "1"
+    assert calls == [(1, 0)]
+    after = REGISTRY.get_sample_value(
+        "tether_tool_calls_total", {"tool": "add", "outcome": "cached"}
+    )
+    assert (after or 0) - (before or 0) == 1
+    # the model, asked again, chose another call at this place: that one runs
+    assert await execute(context(store, 2), tools, tool_call("add", {"a": 7}), 0, 0) == "7"
+    assert calls == [(1, 0), (7, 0)]

@@ -5,9 +5,13 @@ provider's call id changes when the model is asked again, the position does not,
 re-run replays the model's rounds from their own memoized steps, so the same position
 means the same call. Two steps make the promise:
 
-1. ``tool:R:I:started`` is saved (durably: ``ctx.step`` awaits the store's commit)
-   *before* the tool runs, holding the attempt that started it;
+1. ``tool:R:I:started`` is saved (durably: the store's ``save_step`` returns after the
+   commit) *before* the tool runs, naming the call (tool and arguments);
 2. ``tool:R:I`` holds the outcome and result once the tool returned.
+
+Both are read on every run, the first attempt included (``tether dead retry`` starts an
+event at attempt 1 again, its steps kept), and a mark counts only for the same call: a
+model asked again that chose another call at that place gets that call run.
 
 On a re-run (a retry, or the restart after a crash) a call whose result is stored is not
 run again: the stored result goes back to the model (``tool.cached``), and what the tool
@@ -61,34 +65,49 @@ async def execute(
     function = call.get("function") or {}
     name = str(function.get("name") or "")
     raw = function.get("arguments")
+    identity = {"tool": name, "arguments": raw if isinstance(raw, str) else json.dumps(raw)}
     log = ctx.log.bind(tool=name, step=key)
-    marker = await ctx.step(f"{key}:started", lambda: {"attempt": ctx.attempt, "tool": name})
-    resumed = marker.get("attempt") != ctx.attempt
-    marks = _Marks(ctx)
-
-    async def run() -> dict[str, Any]:
-        started = time.monotonic()
-        outcome, text = await _run(ctx, tools.get(name), name, raw, resumed, log)
-        duration = round((time.monotonic() - started) * 1000, 2)
-        if outcome == "done":
-            log.info("tool.done", duration_ms=duration, chars=len(text))
-        metrics.TOOL_CALLS.labels(name, outcome).inc()
-        return {
-            "attempt": ctx.attempt,
-            "tool": name,
-            "arguments": raw if isinstance(raw, str) else json.dumps(raw),
-            "outcome": outcome,
-            "result": _cut(text),
-            "duration_ms": duration,
-            "effects": marks.effects(),
-        }
-
-    stored: dict[str, Any] = await ctx.step(key, run)
-    if stored.get("attempt") != ctx.attempt:
+    # Read on every attempt (``ctx.step`` reads from the second on): an event requeued by
+    # ``tether dead retry`` starts at attempt 1 again with its steps kept. A mark for a
+    # different call at this place (the model was asked again and chose otherwise) is
+    # not this call's.
+    steps, event = ctx.step_store, ctx.event.key
+    stored = _same(await steps.step(event, key), identity)
+    if stored is not None:
         log.info("tool.cached", outcome=stored.get("outcome"))
         metrics.TOOL_CALLS.labels(name, "cached").inc()
         _replay(ctx, stored.get("effects") or {})
-    return str(stored.get("result", ""))
+        return str(stored.get("result", ""))
+    resumed = _same(await steps.step(event, f"{key}:started"), identity) is not None
+    # Committed before the tool runs: a crash from here on leaves the ambiguous case.
+    await steps.save_step(event, f"{key}:started", json.dumps({"attempt": ctx.attempt, **identity}))
+    marks = _Marks(ctx)
+    started = time.monotonic()
+    outcome, text = await _run(ctx, tools.get(name), name, raw, resumed, log)
+    duration = round((time.monotonic() - started) * 1000, 2)
+    if outcome == "done":
+        log.info("tool.done", duration_ms=duration, chars=len(text))
+    else:
+        log.warning(f"tool.{outcome}", duration_ms=duration, error=text[:300])
+    metrics.TOOL_CALLS.labels(name, outcome).inc()
+    text = _cut(text)
+    result = {"attempt": ctx.attempt, **identity, "outcome": outcome, "result": text}
+    result |= {"duration_ms": duration, "effects": marks.effects()}
+    await steps.save_step(event, key, json.dumps(result))
+    return text
+
+
+def _same(raw: str | None, identity: Mapping[str, str]) -> dict[str, Any] | None:
+    """The stored mark ``raw`` if it is of the call ``identity`` names, else None."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or any(value.get(k) != v for k, v in identity.items()):
+        return None
+    return value
 
 
 async def _run(
@@ -96,15 +115,12 @@ async def _run(
 ) -> tuple[str, str]:
     """``(outcome, text)`` of one call: ``done``, ``failed`` or ``unknown``."""
     if tool is None:
-        log.warning("tool.failed", error="no such tool")
         return "failed", f"error: there is no tool named {name!r}"
     try:
         arguments = _arguments(raw)
     except ToolError as exc:
-        log.warning("tool.failed", error=str(exc))
         return "failed", f"error: {exc}"
     if resumed and not tool.idempotent:
-        log.warning("tool.unknown", source=tool.source)
         return "unknown", UNKNOWN
     log.info("tool.started", source=tool.source, resumed=resumed)
     try:
@@ -112,10 +128,9 @@ async def _run(
     except BudgetExceeded:
         raise
     except ToolError as exc:
-        log.warning("tool.failed", error=str(exc))
         return "failed", f"error: {exc}"
     except Exception as exc:
-        log.warning("tool.failed", error=f"{type(exc).__name__}: {exc}", exc_info=True)
+        log.warning("tool.raised", error=f"{type(exc).__name__}: {exc}", exc_info=True)
         return "failed", f"error: the tool raised {type(exc).__name__}: {exc}"
 
 
