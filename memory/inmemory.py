@@ -16,6 +16,7 @@ from tether.events import Event, OutMessage
 from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_console import ConsoleTables
+from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_ops import OpsTables
 from tether.memory.records import (
     UNFINISHED_INBOX,

@@ -23,6 +23,7 @@ from tether.memory import sql
 from tether.memory.console_sql import ConsoleSql
 from tether.memory.console_sql import ConsoleSql
 from tether.memory.console_sql import ConsoleSql
+from tether.memory.console_sql import ConsoleSql
 from tether.memory.records import (
     ConversationState,
     DeadLetter,

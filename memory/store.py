@@ -54,6 +54,7 @@ __all__ = [
     "ConsoleStore",
     "ConsoleStore",
     "ConsoleStore",
+    "ConsoleStore",
     "ConversationState",
     "ConversationStore",
     "CursorStore",
