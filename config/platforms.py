@@ -17,6 +17,7 @@ from tether.config.console import WebChatConfig
 from tether.config.console import WebChatConfig
 from tether.config.console import WebChatConfig
 from tether.config.console import WebChatConfig
+from tether.config.console import WebChatConfig
 from tether.config.section import RoutePath, Section
 
 _TELEGRAM_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
@@ -239,6 +240,8 @@ class PlatformsConfig(Section):
     discord: DiscordConfig | None = None
     #: None (absent) disables Feishu/Lark.
     feishu: FeishuConfig | None = None
+    #: The web chat page (``/ui/chat``, behind the console's login; config/console.py).
+    web: WebChatConfig = WebChatConfig()
     #: The web chat page (``/ui/chat``, behind the console's login; config/console.py).
     web: WebChatConfig = WebChatConfig()
     #: The web chat page (``/ui/chat``, behind the console's login; config/console.py).

@@ -27,6 +27,7 @@ from tether.config.console import UiConfig
 from tether.config.console import UiConfig
 from tether.config.console import UiConfig
 from tether.config.console import UiConfig
+from tether.config.console import UiConfig
 from tether.config.credentials import MASK, mask_urls, secret_name, url_secrets
 from tether.config.jobs import JobConfig, unique_ids
 from tether.config.llm import (
@@ -145,6 +146,8 @@ class HttpConfig(Section):
     #: Connections served at once; any beyond are answered 503 and closed. Telegram uses
     #: up to 40 for a webhook, Feishu and a Prometheus scraper a few.
     max_connections: int = Field(default=512, ge=1)
+    #: The web console under ``/ui`` (config/console.py): off unless enabled with a credential.
+    ui: UiConfig = UiConfig()
     #: The web console under ``/ui`` (config/console.py): off unless enabled with a credential.
     ui: UiConfig = UiConfig()
     #: The web console under ``/ui`` (config/console.py): off unless enabled with a credential.

@@ -50,6 +50,7 @@ from tether.gateway.watchdog import Watchdog
 from tether.gateway.web import mount_console
 from tether.gateway.web import mount_console
 from tether.gateway.web import mount_console
+from tether.gateway.web import mount_console
 from tether.memory import tokens
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store
@@ -151,6 +152,8 @@ class Gateway:
         )
         use_http = settings.http.enabled if http is None else http
         self.http = HttpServer(settings.http, self.readiness) if use_http else None
+        if self.http and settings.http.ui.enabled:  # the web console (gateway/web/)
+            mount_console(self.http.app, self)
         if self.http and settings.http.ui.enabled:  # the web console (gateway/web/)
             mount_console(self.http.app, self)
         if self.http and settings.http.ui.enabled:  # the web console (gateway/web/)

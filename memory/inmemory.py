@@ -17,6 +17,7 @@ from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_console import ConsoleTables
+from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_ops import OpsTables
 from tether.memory.records import (
     UNFINISHED_INBOX,

@@ -24,6 +24,7 @@ from tether.memory.console_sql import ConsoleSql
 from tether.memory.console_sql import ConsoleSql
 from tether.memory.console_sql import ConsoleSql
 from tether.memory.console_sql import ConsoleSql
+from tether.memory.console_sql import ConsoleSql
 from tether.memory.records import (
     ConversationState,
     DeadLetter,

@@ -55,6 +55,7 @@ __all__ = [
     "ConsoleStore",
     "ConsoleStore",
     "ConsoleStore",
+    "ConsoleStore",
     "ConversationState",
     "ConversationStore",
     "CursorStore",

@@ -60,6 +60,8 @@ class PostgresStore(SqlStore):
     _bucket = "floor(({column} - ?) / ?)::bigint"
     #: The console's time buckets (console_sql.py): a CAST to integer would round here.
     _bucket = "floor(({column} - ?) / ?)::bigint"
+    #: The console's time buckets (console_sql.py): a CAST to integer would round here.
+    _bucket = "floor(({column} - ?) / ?)::bigint"
 
     def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
         self.dsn = dsn
