@@ -9,10 +9,13 @@ and it sends one :class:`OutMessage` at a time when the outbox asks, raising one
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tether.events import OutMessage, Target
+from tether.adapters.media import DownloadError
+from tether.events import Attachment, OutMessage, Target
+from tether.files import FileKind, Upload
 from tether.gateway.ratelimit import Limit
 from tether.gateway.splitting import Length
 
@@ -65,6 +68,10 @@ class Adapter(abc.ABC):
     can_edit: bool = False
     edit_interval: float = 1.0
     edit_limit: int | None = None
+    #: Longest caption a file may carry (None: no limit; 0: none, the text goes alone),
+    #: and which kinds of file may share one message (up to 10), see :mod:`.media`.
+    caption_limit: int | None = 0
+    file_groups: frozenset[FileKind] = frozenset()
 
     def text_length(self, text: str) -> int:
         return len(text)
@@ -111,3 +118,13 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def send(self, message: OutMessage) -> Sent:
         """Deliver one message (already split to fit ``text_limit``)."""
+
+    async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
+        """Deliver one message carrying ``files`` (its text their caption); the same
+        ``Send*`` errors as :meth:`send`, and the same idempotency key."""
+        raise SendFatal(f"{self.platform or 'this platform'} cannot send files")
+
+    async def download(self, attachment: Attachment, message_id: str | None, cap: int) -> bytes:
+        """The bytes of an inbound ``attachment`` of message ``message_id``, at most
+        ``cap`` (:class:`~tether.adapters.media.TooLarge` past it)."""
+        raise DownloadError(f"{self.platform or 'this platform'} has no file downloads")

@@ -11,16 +11,18 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import structlog
 
+from tether.adapters.media import DownloadError
 from tether.buttons import ButtonError, ButtonsSpec, keyboard
-from tether.events import REPLY_META, Event, OutMessage, Target
-from tether.gateway import metrics
+from tether.events import REPLY_META, Attachment, Event, OutMessage, Target
+from tether.gateway import media_store, metrics
 from tether.gateway.llm import LLM
 from tether.gateway.llm_task import TaskLLM
+from tether.gateway.media_store import FileSpec
 from tether.memory.conversation import ConversationMemory
 from tether.memory.roles import HandlerStore, StepStore
 
@@ -102,6 +104,8 @@ class Context:
         #: The gateway's :class:`~tether.gateway.tools.toolbox.Toolbox` (typed loosely:
         #: the tools package imports this module), read by the agent's tool loop.
         self.tools: object | None = None
+        #: How ``download`` reaches the platforms' file APIs (set by the pipeline).
+        self.downloads: media_store.Downloader | None = None
 
     @functools.cached_property
     def llm(self) -> TaskLLM:
@@ -112,11 +116,12 @@ class Context:
 
     async def reply(
         self,
-        text: str,
+        text: str = "",
         *,
         quote: bool = True,
         format: Format = "plain",
         buttons: ButtonsSpec | None = None,
+        files: Sequence[FileSpec] = (),
     ) -> None:
         """Answer in the event's chat (and thread), quoting the message when ``quote``;
         ``buttons`` (:class:`~tether.buttons.Button` rows) go under it."""
@@ -132,6 +137,7 @@ class Context:
             format=format,
             meta=dict(meta) if isinstance(meta, dict) else None,
             buttons=buttons,
+            files=files,
         )
 
     async def send(
@@ -143,6 +149,7 @@ class Context:
         format: Format = "plain",
         meta: dict[str, Any] | None = None,
         buttons: ButtonsSpec | None = None,
+        files: Sequence[FileSpec] = (),
     ) -> None:
         """Queue a message to any chat, e.g. ``"telegram:12345"``; sent after checkpoint.
 
@@ -153,7 +160,9 @@ class Context:
         if target.platform not in self._platforms:
             raise ValueError(f"no enabled platform {target.platform!r} to send to")
         rows = keyboard(buttons)
-        if not text:
+        # Stored now, before the checkpoint commits the row naming them (gateway/media.py).
+        stored = await media_store.store_files(self._store, files)
+        if not text and not stored:
             if rows:
                 raise ButtonError("buttons need a message text to sit under")
             return
@@ -165,8 +174,19 @@ class Context:
                 format=format,
                 meta=meta or {},
                 buttons=rows,
+                files=stored,
             )
         )
+
+    async def download(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
+        """The bytes of a file the person sent (one of ``ctx.event.attachments``), through
+        the platform's file API; :class:`~tether.adapters.media.TooLarge` past
+        ``max_bytes`` (default 20 MB), :class:`~tether.adapters.media.DownloadError` when
+        the platform will not give it. A plain read: calling it again is harmless."""
+        if self.downloads is None:
+            raise DownloadError("downloads are not available here")
+        cap = media_store.DEFAULT_MAX_DOWNLOAD if max_bytes is None else max_bytes
+        return await self.downloads(self.event, attachment, cap)
 
     @property
     def step_store(self) -> StepStore:

@@ -23,7 +23,7 @@ import structlog
 from tether.adapters.base import Adapter, SendAmbiguous, SendFatal, SendRetryable
 from tether.backoff import equal_jitter, full_jitter
 from tether.config.schema import OutboxConfig
-from tether.gateway import metrics
+from tether.gateway import media, metrics
 from tether.gateway.edits import deliver, edit_of
 from tether.gateway.lanes import Lanes, SharedStore
 from tether.gateway.logs import redactor
@@ -126,7 +126,10 @@ class Outbox:
         started = time.monotonic()
         olog = log.bind(key=row.key, target=row.message.target.key, attempt=row.attempts)
         try:
-            sent = await deliver(adapter, row.message)  # an edit, or a new message
+            if row.message.files:  # loaded from the store's blobs: gateway/media.py
+                sent = await media.deliver(adapter, self.store, row.message)
+            else:
+                sent = await deliver(adapter, row.message)  # an edit, or a new message
         except SendRetryable as exc:
             if exc.retry_after is not None:
                 for limit in adapter.limits(row.message.target):

@@ -26,7 +26,7 @@ from tether.backoff import full_jitter
 from tether.config.schema import PipelineConfig
 from tether.errors import BudgetExceeded, Fatal, Retryable
 from tether.events import REPLY_META, OutMessage
-from tether.gateway import metrics, stop
+from tether.gateway import media, metrics, stop
 from tether.gateway.context import Context
 from tether.gateway.edits import without_edit
 from tether.gateway.llm import LLM
@@ -82,6 +82,7 @@ class Pipeline:
             event, row.conversation, row.attempts, self.store, elog, self._platforms, self.llm
         )
         ctx.tools = self.tools
+        ctx.downloads = media.Downloads(self.adapters)
         started = time.monotonic()
         route_name = None
         try:
@@ -136,6 +137,10 @@ class Pipeline:
         out: list[OutMessage] = []
         for message in messages:
             adapter = self.adapters[message.target.platform]
+            if message.files:  # one row per platform message: gateway/media.py
+                for part in media.parts(message, adapter):
+                    out.append(part.model_copy(update={"key": f"{key}#{len(out)}"}))
+                continue
             length = adapter.length_for(message.format)
             chunks = split_text(message.text, adapter.text_limit, length)
             for index, chunk in enumerate(chunks):

@@ -13,10 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from tether.events import Event, OutMessage
-from tether.memory.inmemory_console import ConsoleTables
-from tether.memory.inmemory_console import ConsoleTables
-from tether.memory.inmemory_console import ConsoleTables
-from tether.memory.inmemory_console import ConsoleTables
+from tether.memory.blobs import MemoryBlobs
 from tether.memory.inmemory_console import ConsoleTables
 from tether.memory.inmemory_ops import OpsTables
 from tether.memory.records import (
@@ -37,7 +34,7 @@ from tether.memory.records import (
 from tether.memory.store import Store
 
 
-class MemoryStore(OpsTables, ConsoleTables, Store):
+class MemoryStore(MemoryBlobs, OpsTables, ConsoleTables, Store):
     """Dicts and lists behind the store contract. Each method finishes its changes before
     it awaits anything, so calls on one event loop need no locks."""
 

@@ -20,10 +20,7 @@ from typing import Any, Protocol
 
 from tether.events import OutMessage
 from tether.memory import sql
-from tether.memory.console_sql import ConsoleSql
-from tether.memory.console_sql import ConsoleSql
-from tether.memory.console_sql import ConsoleSql
-from tether.memory.console_sql import ConsoleSql
+from tether.memory.blobs import SqlBlobs
 from tether.memory.console_sql import ConsoleSql
 from tether.memory.records import (
     ConversationState,
@@ -57,7 +54,7 @@ class Commit(Protocol):
     def __call__(self, phase: int, *statements: Statement) -> Awaitable[None]: ...
 
 
-class SqlStore(ConsoleSql, Store):
+class SqlStore(SqlBlobs, ConsoleSql, Store):
     #: An attribute, not a method: SQLite binds its link's own ``write`` here, so a write
     #: costs no extra call on the way to the writer.
     _write: Commit

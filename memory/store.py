@@ -35,6 +35,7 @@ from tether.memory.records import (
     Window,
 )
 from tether.memory.roles import (
+    BlobStore,
     ConsoleStore,
     ConversationStore,
     CursorStore,
@@ -51,10 +52,7 @@ from tether.memory.roles import (
 __all__ = [
     "UNFINISHED_INBOX",
     "UNSENT_OUTBOX",
-    "ConsoleStore",
-    "ConsoleStore",
-    "ConsoleStore",
-    "ConsoleStore",
+    "BlobStore",
     "ConsoleStore",
     "ConversationState",
     "ConversationStore",
@@ -90,7 +88,7 @@ class WritesFailing(RuntimeError):
     readiness does not report a store that would lose what it is given."""
 
 
-class Store(EventStore, OutboxStore, PairingStore, ReportStore, ConsoleStore, Protocol):
+class Store(EventStore, OutboxStore, PairingStore, ReportStore, ConsoleStore, BlobStore, Protocol):
     """Durable state behind every role. All methods are safe to call concurrently."""
 
     @abc.abstractmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import signal
 import sqlite3
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from tether.events import Conversation, Event, OutMessage, Target
+from tether.memory.blobs import MAX_BLOB_BYTES, BlobTooLarge
 from tether.memory.inmemory import MemoryStore
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import (
@@ -188,6 +190,17 @@ async def test_steps_are_memoized_per_event(store: Store) -> None:
     assert await store.step("k", "llm") == '{"a": 1}'
     assert await store.steps("k") == {"llm": '{"a": 1}', "other": "2"}
     assert await store.steps("j") == {}
+
+
+async def test_blobs_are_stored_once_by_their_sha256(store: Store) -> None:
+    data = bytes(range(256)) * 5  # every byte value, NUL included
+    key = await store.put_blob(data)
+    assert key == hashlib.sha256(data).hexdigest()
+    assert await store.put_blob(data) == key  # the same bytes again: the same blob
+    assert await store.blob(key) == data
+    assert await store.blob("0" * 64) is None
+    with pytest.raises(BlobTooLarge):
+        await store.put_blob(b"x" * (MAX_BLOB_BYTES + 1))
 
 
 async def test_outbox_status_transitions(store: Store) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.buttons import Button
+from tether.files import OutFile
 
 SCHEMA_VERSION = 1
 #: ``Event.meta`` key: a dict that :meth:`Context.reply` copies into every reply's
@@ -164,6 +165,8 @@ class OutMessage(_Model):
     meta: dict[str, Any] = Field(default_factory=dict)
     #: Rows of buttons under the message (:mod:`tether.buttons`); on the last chunk only.
     buttons: list[list[Button]] = Field(default_factory=list)
+    #: Files sent with the message, ``text`` their caption (:mod:`tether.files`).
+    files: list[OutFile] = Field(default_factory=list)
 
     def to_json(self) -> str:
         return self.model_dump_json()

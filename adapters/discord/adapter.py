@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -19,13 +20,15 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from tether.adapters.base import Adapter, Sent
+from tether.adapters.discord import media
 from tether.adapters.discord.ingress import GatewayIngress
 from tether.adapters.discord.normalize import PLATFORM, Bot
 from tether.adapters.discord.send import send
 from tether.adapters.kit import open_with_retries
 from tether.backoff import equal_jitter
 from tether.config.schema import DiscordConfig
-from tether.events import OutMessage
+from tether.events import Attachment, OutMessage
+from tether.files import KINDS, FileKind, Upload
 from tether.gateway.splitting import utf16_len
 
 if TYPE_CHECKING:
@@ -39,6 +42,8 @@ _TOKEN_REJECTED = "platforms.discord.token was rejected by Discord (GET /users/@
 class DiscordAdapter(Adapter):
     platform = PLATFORM
     text_limit = 2000
+    caption_limit = 2000  # a file's caption is the message's content
+    file_groups: frozenset[FileKind] = frozenset(KINDS)  # up to 10 attachments of any kind
     idempotent_send = True
 
     def __init__(self, config: DiscordConfig) -> None:
@@ -131,6 +136,15 @@ class DiscordAdapter(Adapter):
 
     async def send(self, message: OutMessage) -> Sent:
         return await send(self._client, message, self.config.send_timeout)
+
+    async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
+        timeout = max(self.config.send_timeout, media.UPLOAD_TIMEOUT)
+        return await send(
+            self._client, message, timeout, lambda c: media.send_files(c, message, files)
+        )
+
+    async def download(self, attachment: Attachment, message_id: str | None, cap: int) -> bytes:
+        return await media.download(attachment, cap)
 
     # -- helpers --------------------------------------------------------------------
 

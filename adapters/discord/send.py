@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -44,13 +45,20 @@ def send_nonce(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:25]
 
 
-async def send(client: discord.Client | None, message: OutMessage, timeout: float) -> Sent:
+async def send(
+    client: discord.Client | None,
+    message: OutMessage,
+    timeout: float,
+    work: Callable[[discord.Client], Awaitable[Sent]] | None = None,
+) -> Sent:
     """Deliver one message within ``timeout`` seconds, or raise the ``Send*`` error that
-    tells the outbox whether (and when) trying again is safe."""
+    tells the outbox whether (and when) trying again is safe. ``work`` replaces the
+    plain send (files: :mod:`.media`), with the same timeout and error mapping."""
     if client is None:
         raise SendRetryable("discord adapter is not open")
     try:
-        return await asyncio.wait_for(_deliver(client, message), timeout)
+        job = work(client) if work is not None else _deliver(client, message)
+        return await asyncio.wait_for(job, timeout)
     except TimeoutError as exc:
         raise SendAmbiguous(f"no answer within {timeout} s") from exc
     except discord.RateLimited as exc:

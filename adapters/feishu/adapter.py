@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import lark_oapi as lark
@@ -21,14 +21,17 @@ from aiohttp import web
 from lark_oapi.core.exception import ObtainAccessTokenException
 
 from tether.adapters.base import Adapter, SendRetryable, Sent
+from tether.adapters.feishu import media
 from tether.adapters.feishu.long_connection import LongConnection
 from tether.adapters.feishu.normalize import IGNORED, SKIPPED, Bot, event_id_of, normalize
 from tether.adapters.feishu.send import Messages, request_for
 from tether.adapters.feishu.webhook import Rejected, Verifier, answer
 from tether.adapters.kit import Dropped, open_with_retries
+from tether.adapters.media import DownloadError
 from tether.adapters.untrusted import unstorable
 from tether.config.schema import FeishuConfig
-from tether.events import Event, OutMessage, Target
+from tether.events import Attachment, Event, OutMessage, Target
+from tether.files import Upload
 from tether.gateway.ratelimit import Limit
 
 if TYPE_CHECKING:
@@ -232,6 +235,17 @@ class FeishuAdapter(Adapter):
         if messages is None:
             raise SendRetryable("feishu adapter is not open")
         return await messages.send(message)
+
+    async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
+        messages = self._messages
+        if messages is None:
+            raise SendRetryable("feishu adapter is not open")
+        return await media.send_files(messages, message, files)
+
+    async def download(self, attachment: Attachment, message_id: str | None, cap: int) -> bytes:
+        if self._messages is None:
+            raise DownloadError("feishu adapter is not open")
+        return await media.download(self._messages, attachment, message_id, cap)
 
     def request_for(self, message: OutMessage) -> tuple[str, dict[str, str], dict[str, Any]]:
         """See :func:`.send.request_for`."""

@@ -54,8 +54,12 @@ class Messages:
     async def close(self) -> None:
         await self._http.close()
 
-    async def send(self, message: OutMessage) -> Sent:
+    async def send(self, message: OutMessage, content: tuple[str, str] | None = None) -> Sent:
+        """Post ``message`` (as ``content``'s ``(msg_type, content)`` when given: a file
+        already uploaded, :mod:`.media`), with its uuid."""
         path, query, body = request_for(message)
+        if content is not None:
+            body["msg_type"], body["content"] = content
         try:
             token = await self._tenant_token()
         except (ObtainAccessTokenException, requests.RequestException, ValueError) as exc:

@@ -17,6 +17,7 @@ from telegram.error import InvalidToken
 
 from tether.adapters.base import Adapter, SendRetryable, Sent
 from tether.adapters.kit import Dropped, open_with_retries
+from tether.adapters.telegram import media
 from tether.adapters.telegram.chores import Chores
 from tether.adapters.telegram.edit import edit_text
 from tether.adapters.telegram.http import AiohttpRequest, BotClient
@@ -25,7 +26,8 @@ from tether.adapters.telegram.markdown import shown_length
 from tether.adapters.telegram.normalize import Recipient, normalize
 from tether.adapters.telegram.send import rate_limits, send_message
 from tether.config.schema import TelegramConfig
-from tether.events import Event, OutMessage, Target
+from tether.events import Attachment, Event, OutMessage, Target
+from tether.files import FileKind, Upload
 from tether.gateway.ratelimit import Limit
 from tether.gateway.splitting import Length, utf16_len
 
@@ -43,6 +45,8 @@ class TelegramAdapter(Adapter):
     platform = "telegram"
     can_edit = True  # editMessageText; about one edit a second per chat
     text_limit = 4096
+    caption_limit = media.CAPTION_LIMIT
+    file_groups: frozenset[FileKind] = frozenset({"photo", "video"})  # an album
 
     def __init__(self, config: TelegramConfig) -> None:
         self.config = config
@@ -56,6 +60,7 @@ class TelegramAdapter(Adapter):
         kwargs: dict[str, Any] = {}
         if config.base_url:
             kwargs["base_url"] = config.base_url
+            kwargs["base_file_url"] = media.file_base_url(config.base_url)
         token = config.token.get_secret_value()
         self.bot = BotClient(
             token,
@@ -167,6 +172,14 @@ class TelegramAdapter(Adapter):
         if not self._opened:
             raise SendRetryable("telegram adapter is not open")
         return await send_message(self.bot, message)
+
+    async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
+        if not self._opened:
+            raise SendRetryable("telegram adapter is not open")
+        return await media.send_files(self.bot, message, files)
+
+    async def download(self, attachment: Attachment, message_id: str | None, cap: int) -> bytes:
+        return await media.download(self.bot, attachment, cap)
 
 
 def _refused(exc: BaseException) -> str | None:

@@ -159,6 +159,15 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE facts ADD COLUMN retired DOUBLE PRECISION;
     """,
+    # 4: the files of replies, by sha256, stored before the outbox rows naming them
+    """
+    CREATE TABLE blobs (
+        sha256  TEXT PRIMARY KEY,
+        data    BYTEA NOT NULL,
+        size    BIGINT NOT NULL,
+        created DOUBLE PRECISION NOT NULL
+    );
+    """,
 ]
 
 

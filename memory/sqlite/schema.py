@@ -157,6 +157,15 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE facts ADD COLUMN retired REAL;
     """,
+    # 3: the files of replies, by sha256, stored before the outbox rows naming them
+    """
+    CREATE TABLE blobs (
+        sha256  TEXT PRIMARY KEY,
+        data    BLOB NOT NULL,
+        size    INTEGER NOT NULL,
+        created REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

@@ -32,6 +32,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.discord_media import attachments, message_body
+
 TOKEN = "MTAwMDAwMDAwMDAwMDAwMDAx.GfAkE1.discord-test-token_0123456789abcdef"
 DISCORD_EPOCH = 1420070400000
 MESSAGE_CONTENT = 1 << 15  # the privileged intent's bit
@@ -587,7 +589,7 @@ class FakeDiscord:
 
     async def _create_message(self, request: web.Request) -> web.Response:
         channel = int(request.match_info["channel"])
-        body = await request.json()
+        body = await message_body(request)  # JSON, or multipart with files (discord_media)
         problem = _components_problem(body.get("components"))
         if problem:
             return _error(400, f"Invalid Form Body: components: {problem}", 50035)
@@ -618,6 +620,7 @@ class FakeDiscord:
         message = self.message(channel, str(body.get("content", "")), author=BOT_USER)
         message["nonce"] = nonce
         message["components"] = body.get("components") or []
+        message["attachments"] = attachments(body, self.next_id)
         reference = body.get("message_reference")
         if reference:
             message["type"] = 19

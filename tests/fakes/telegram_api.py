@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_request import FileField
 
 from tests.fakes.telegram_text import Refused, Texts, rendered
 
@@ -415,7 +416,6 @@ class FakeTelegram:
         self.answered[query_id] = time.monotonic()
         return True
 
-
     # -- benchmark control ----------------------------------------------------------
 
     async def _load(self, request: web.Request) -> web.Response:
@@ -496,8 +496,15 @@ async def _params(request: web.Request) -> dict[str, Any]:
     form = await request.post()
     params: dict[str, Any] = {}
     for name, value in form.items():
+        if isinstance(value, FileField):  # an uploaded file (multipart): its name and bytes
+            params[name] = {
+                "filename": value.filename,
+                "content_type": value.content_type,
+                "data": value.file.read(),
+            }
+            continue
         if not isinstance(value, str):
-            continue  # an uploaded file: not needed by these tests
+            continue
         if name in _JSON_FIELDS:
             try:
                 params[name] = json.loads(value)

@@ -1,0 +1,66 @@
+"""What every adapter shares about files: the download errors, and reading a response
+without ever holding more than the cap.
+
+A download is a read of the platform's file API (Telegram getFile, a Discord CDN URL,
+Feishu's message resources): safe to repeat, so a handler that runs again after a
+crash simply downloads again. The cap is checked against the size the platform states
+first, then against the bytes as they arrive: a file that lies about its size is cut
+off at the cap, not read into memory whole.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+
+#: Default cap of ``ctx.download``: the Bot API's own getFile limit.
+DEFAULT_MAX_DOWNLOAD = 20 * 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+class DownloadError(Exception):
+    """A file could not be fetched (gone, refused, unreachable, not downloadable)."""
+
+
+class TooLarge(DownloadError):
+    """A file over the cap the caller gave."""
+
+    def __init__(self, size: int | None, cap: int) -> None:
+        shown = f"{size} bytes" if size is not None else "more"
+        super().__init__(f"the file is {shown}, over the download cap of {cap} bytes")
+        self.size = size
+        self.cap = cap
+
+
+def check_stated(size: int | None, cap: int) -> None:
+    """Refuse before downloading when the platform says the file is over ``cap``."""
+    if size is not None and size > cap:
+        raise TooLarge(size, cap)
+
+
+async def read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The body of ``response``, or :class:`TooLarge` as soon as it passes ``cap``."""
+    if response.status >= 400:
+        raise DownloadError(f"HTTP {response.status} for the file")
+    check_stated(response.content_length, cap)
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in response.content.iter_chunked(_CHUNK):
+        total += len(chunk)
+        if total > cap:
+            raise TooLarge(None, cap)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def fetch(
+    url: str, cap: int, *, headers: dict[str, str] | None = None, timeout: float = 60.0
+) -> bytes:
+    """GET ``url`` (at most ``cap`` bytes) on a session of its own."""
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.get(url, headers=headers) as response,
+        ):
+            return await read_capped(response, cap)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise DownloadError(f"could not fetch the file: {type(exc).__name__}") from exc
