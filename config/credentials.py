@@ -43,6 +43,8 @@ def url_secrets(text: str) -> list[str]:
     """The credentials in the URLs in ``text``: each password and each secret-named query
     value, as written (percent-encoded) and decoded, since a library's error may show either.
     """
+    if "://" not in text:  # no URL (most config strings): skip the regex
+        return []
     found: list[str] = []
     for url in _URL.finditer(text):
         password = _password(url["authority"])

@@ -194,12 +194,17 @@ def crontab_fields(expr: str) -> list[str]:
     return words
 
 
+@functools.lru_cache(maxsize=1024)
 def _check_field(name: str, keyword: str, numbers: tuple[int, int], value: str) -> str:
     """The field as APScheduler will take it, or APScheduler's verdict in crontab's words,
-    naming the field."""
+    naming the field.
+
+    Checked by building APScheduler's field alone (what ``CronTrigger`` does for each of
+    its eight fields), and remembered: fields repeat across a config's crontab lines.
+    """
     value = ",".join(_short_step(item, *numbers) for item in value.split(","))
     try:
-        CronTrigger(**{keyword: value})
+        CronTrigger.FIELDS_MAP[keyword](keyword, value, is_default=False)
     except ValueError as exc:
         text = str(exc)
         if "higher than the maximum value" in text or "lower than the minimum value" in text:
@@ -278,14 +283,19 @@ class Schedule:
 
     @classmethod
     def parse(cls, expr: str, timezone: str = "UTC") -> Schedule:
-        built = trigger(expr, timezone)  # first: it names what is wrong with ``expr``
+        # First: it names what is wrong with ``expr``. All three arguments, as
+        # Job.wakeups passes them: the cache shares the trigger of a job without jitter.
+        built = trigger(expr, timezone, None)
         hour = crontab_fields(expr)[2]
         return cls(expr, timezone, built, every_hour=hour.startswith("*"))
 
     def first_from(self, moment: datetime) -> datetime | None:
         """The first fire at or after ``moment`` (UTC), or None if there is none."""
+        return _first_from(self, moment.astimezone(UTC))
+
+    def _first_from(self, moment: datetime) -> datetime | None:
         # Arithmetic in UTC: local wall-clock arithmetic would lose the DST fold.
-        found: datetime | None = self.trigger.get_next_fire_time(None, moment.astimezone(UTC))
+        found: datetime | None = self.trigger.get_next_fire_time(None, moment)
         while found is not None and self._repeat(found):
             after = found.astimezone(UTC) + _ONE_MICROSECOND
             found = self.trigger.get_next_fire_time(None, after)
@@ -300,6 +310,16 @@ class Schedule:
         if self.every_hour or fire.fold != 1:
             return False
         return fire.replace(fold=0).utcoffset() != fire.utcoffset()
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_from(schedule: Schedule, moment: datetime) -> datetime | None:
+    """:meth:`Schedule.first_from`, remembered: a pure function of the crontab line, the
+    zone and the moment, and jobs on one line decided at one moment ask the same
+    question (starting 10,000 jobs asks it 10,000 times; bench/cron.py). Schedules
+    compare by line, zone and trigger, and :func:`trigger` is cached, so equal lines
+    share one entry."""
+    return schedule._first_from(moment)
 
 
 def stamp(moment: datetime) -> str:

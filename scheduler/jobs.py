@@ -10,6 +10,7 @@ still does what it was fired to do.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -131,10 +132,15 @@ def load_jobs(settings: Settings, *, import_handlers: bool = True) -> list[Job]:
                 id=config.id,
                 config=config,
                 schedule=Schedule.parse(config.cron, config.timezone),
-                targets=tuple(Target.parse(spec) for spec in config.deliver),
+                targets=tuple(_target(spec) for spec in config.deliver),
             )
         )
     return jobs
+
+
+#: ``Target.parse`` once per distinct ``deliver`` entry: a Target is frozen, so jobs that
+#: deliver to one chat can share it (10,000 jobs, a few chats: bench/cron.py).
+_target = functools.lru_cache(maxsize=1024)(Target.parse)
 
 
 def _check_reflect(settings: Settings, model: str | None, index: int) -> None:
