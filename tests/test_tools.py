@@ -512,3 +512,16 @@ async def test_marks_are_read_on_every_attempt_and_belong_to_one_call() -> None:
     # the model, asked again, chose another call at this place: that one runs
     assert await execute(context(store, 2), tools, tool_call("add", {"a": 7}), 0, 0) == "7"
     assert calls == [(1, 0), (7, 0)]
+
+
+async def test_a_tool_that_replies_sends_with_the_turns_checkpoint(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    fake.reply = scripted(asks_for(tool_call("note_to_chat", {"text": "lunch at 1"})), "Posted.")
+    settings = settings_for(tmp_path, fake)
+    async with running(settings, router_for(settings)) as (gateway, loop):
+        await loop.say("post a note: lunch at 1")
+        sent = await loop.wait_for_sent(2)
+        await gateway.drain()
+    assert [d.message.text for d in sent] == ["note: lunch at 1", "Posted."]
+    assert fake.requests[1].tool_results[0]["content"] == "done"
