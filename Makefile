@@ -29,6 +29,8 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/idle.py
+	$(BIN)/python bench/latency.py
 
 # Not slower than BASE? Both measured in turns in one run: make compare BASE=rev [BENCH=bench/telegram.py]
 BENCH ?= bench/pipeline.py
