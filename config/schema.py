@@ -24,10 +24,6 @@ from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validato
 
 from tether.config.agents import AgentSpec, RoomsConfig, check_agents
 from tether.config.console import UiConfig
-from tether.config.console import UiConfig
-from tether.config.console import UiConfig
-from tether.config.console import UiConfig
-from tether.config.console import UiConfig
 from tether.config.credentials import MASK, mask_urls, secret_name, url_secrets
 from tether.config.jobs import JobConfig, unique_ids
 from tether.config.llm import (
@@ -92,6 +88,9 @@ class AgentConfig(Section):
     #: cost a second full answer) or ``reanswer`` it, the answer saying it is about the
     #: edited text.
     on_edit: Literal["ignore", "reanswer"] = "ignore"
+    #: Show the ``llm`` agent's answer while the model writes it, by editing one message
+    #: (Telegram, Discord, Feishu); ``false``: one message, once the answer is complete.
+    streaming: bool = True
     #: Rounds of tool calls in one turn; past them the model answers without tools.
     max_tool_rounds: int = Field(default=DEFAULT_MAX_TOOL_ROUNDS, ge=1, le=100)
     #: Built-in tools, each on unless switched off (``remember: false``).
@@ -146,14 +145,6 @@ class HttpConfig(Section):
     #: Connections served at once; any beyond are answered 503 and closed. Telegram uses
     #: up to 40 for a webhook, Feishu and a Prometheus scraper a few.
     max_connections: int = Field(default=512, ge=1)
-    #: The web console under ``/ui`` (config/console.py): off unless enabled with a credential.
-    ui: UiConfig = UiConfig()
-    #: The web console under ``/ui`` (config/console.py): off unless enabled with a credential.
-    ui: UiConfig = UiConfig()
-    #: The web console under ``/ui`` (config/console.py): off unless enabled with a credential.
-    ui: UiConfig = UiConfig()
-    #: The web console under ``/ui`` (config/console.py): off unless enabled with a credential.
-    ui: UiConfig = UiConfig()
     #: The web console under ``/ui`` (config/console.py): off unless enabled with a credential.
     ui: UiConfig = UiConfig()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import structlog
@@ -101,6 +101,10 @@ class Context:
         self._platforms = platforms
         self._step_names: set[str] = set()
         self._llm = llm
+        #: The adapters, for a streamed reply's preview only (gateway/streaming.py):
+        #: handlers act through reply and send. Set by the pipeline; typed loosely, as
+        #: adapters.base is above this module (it imports the inbox, which imports us).
+        self.streaming_adapters: Mapping[str, object] = {}
         #: The gateway's :class:`~tether.gateway.tools.toolbox.Toolbox` (typed loosely:
         #: the tools package imports this module), read by the agent's tool loop.
         self.tools: object | None = None

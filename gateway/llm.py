@@ -47,6 +47,7 @@ from tether.gateway.llm_keys import (
     KeysRefused,
     retry_after,
 )
+from tether.gateway.llm_stream import creator
 from tether.memory import tokens
 
 if TYPE_CHECKING:
@@ -293,9 +294,10 @@ class LLM:
             extra["tools"] = tools
         started = time.monotonic()
         try:
-            response = await client.chat.completions.create(
+            # Streamed when the agent shows this answer as it is written (llm_stream.py).
+            response = await creator(client, response_format)(
                 model=cfg.model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 max_tokens=max_tokens,
                 **extra,
             )

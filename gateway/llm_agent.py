@@ -17,6 +17,7 @@ from tether.config.schema import Settings
 from tether.events import Kind
 from tether.gateway.context import Context
 from tether.gateway.routing import Router
+from tether.gateway.streaming import StreamedReply
 from tether.gateway.tools.loop import chat_with_tools
 from tether.memory.compaction import compact
 from tether.memory.prompt import assemble
@@ -52,10 +53,12 @@ async def converse(ctx: Context, text: str | None = None) -> str:
     # Recorded first: if the budget stops this turn, the user's words are still kept.
     ctx.memory.add("user", text)
     # Tools the model asks for run in between, each at most once (docs/tools.md).
-    completion = await chat_with_tools(ctx, prompt.messages, name="reply")
+    reply = await StreamedReply.open(ctx)  # shown while it is written (streaming.py)
+    async with reply.streaming():
+        completion = await chat_with_tools(ctx, prompt.messages, name="reply")
     answer = completion.text.strip() or "(the model returned an empty answer)"
     ctx.memory.add("assistant", answer)
-    await ctx.reply(EDITED + answer if event.kind is Kind.EDIT else answer)
+    await reply.send(EDITED + answer if event.kind is Kind.EDIT else answer)  # Markdown
 
     async def summarize(messages: list[dict[str, str]], limit: int) -> str:
         model = settings.llm.summary_model if settings.llm else None

@@ -74,6 +74,12 @@ TOOL_CALLS = Counter(
     ["tool", "outcome"],
 )
 
+STREAM = Counter(
+    "tether_stream_total",
+    "Streamed replies: previews sent, edited, failed; finished by an outbox edit",
+    ["platform", "status"],
+)
+
 
 @functools.cache
 def labelled(metric: M, *values: str) -> M:

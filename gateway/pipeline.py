@@ -82,6 +82,7 @@ class Pipeline:
             event, row.conversation, row.attempts, self.store, elog, self._platforms, self.llm
         )
         ctx.tools = self.tools
+        ctx.streaming_adapters = self.adapters
         ctx.downloads = media.Downloads(self.adapters)
         started = time.monotonic()
         route_name = None

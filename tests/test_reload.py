@@ -34,6 +34,7 @@ from tests.conftest import (
 )
 from tests.fakes.openai_api import API_KEY, FakeOpenAI
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
+from tests.fakes.telegram_text import rendered
 from tether.config import ConfigError, load, load_text
 from tether.gateway import logs
 from tether.gateway.app import Gateway, build_adapters
@@ -165,8 +166,10 @@ def say(telegram: FakeTelegram, user: int, text: str) -> None:
 
 
 def answers(telegram: FakeTelegram) -> collections.Counter[str]:
-    """How many times each text was answered."""
-    return collections.Counter(sent["text"].removeprefix("answer to ") for sent in telegram.sent)
+    """How many times each text was answered (as the chat shows it: the agent's Markdown
+    goes out as MarkdownV2)."""
+    shown = (rendered(sent["text"], sent.get("parse_mode")) for sent in telegram.sent)
+    return collections.Counter(text.removeprefix("answer to ") for text in shown)
 
 
 def persona_of(openai: FakeOpenAI, text: str) -> list[str]:

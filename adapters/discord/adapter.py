@@ -21,6 +21,7 @@ from discord.http import Route
 
 from tether.adapters.base import Adapter, Sent
 from tether.adapters.discord import media
+from tether.adapters.discord.edit import edit_message
 from tether.adapters.discord.ingress import GatewayIngress
 from tether.adapters.discord.normalize import PLATFORM, Bot
 from tether.adapters.discord.send import send
@@ -41,6 +42,7 @@ _TOKEN_REJECTED = "platforms.discord.token was rejected by Discord (GET /users/@
 
 class DiscordAdapter(Adapter):
     platform = PLATFORM
+    can_edit = True  # a streamed reply edits its preview: about 5 edits per 5 s per channel
     text_limit = 2000
     caption_limit = 2000  # a file's caption is the message's content
     file_groups: frozenset[FileKind] = frozenset(KINDS)  # up to 10 attachments of any kind
@@ -136,6 +138,9 @@ class DiscordAdapter(Adapter):
 
     async def send(self, message: OutMessage) -> Sent:
         return await send(self._client, message, self.config.send_timeout)
+
+    async def edit(self, message: OutMessage, platform_id: str) -> Sent:
+        return await edit_message(self._client, message, platform_id, self.config.send_timeout)
 
     async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
         timeout = max(self.config.send_timeout, media.UPLOAD_TIMEOUT)

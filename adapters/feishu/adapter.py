@@ -22,6 +22,7 @@ from lark_oapi.core.exception import ObtainAccessTokenException
 
 from tether.adapters.base import Adapter, SendRetryable, Sent
 from tether.adapters.feishu import media
+from tether.adapters.feishu.edit import EDIT_LIMIT, edit_message
 from tether.adapters.feishu.long_connection import LongConnection
 from tether.adapters.feishu.normalize import IGNORED, SKIPPED, Bot, event_id_of, normalize
 from tether.adapters.feishu.send import Messages, request_for
@@ -47,6 +48,8 @@ class FeishuAdapter(Adapter):
     :meth:`open`, is what tells a mention of this bot from a mention of anyone else."""
 
     platform = "feishu"
+    #: A streamed reply edits its preview: text and posts, at most 20 edits a message.
+    can_edit, edit_interval, edit_limit = True, 1.5, EDIT_LIMIT
     #: UTF-8 bytes (see :meth:`text_length`). Feishu caps a text message's request body
     #: at 150 KB but a post (how Markdown is sent) at 30 KB, and the text is JSON-escaped
     #: twice on the way (inside ``content``, then inside the body); 24,000 bytes leaves
@@ -235,6 +238,12 @@ class FeishuAdapter(Adapter):
         if messages is None:
             raise SendRetryable("feishu adapter is not open")
         return await messages.send(message)
+
+    async def edit(self, message: OutMessage, platform_id: str) -> Sent:
+        messages = self._messages
+        if messages is None:
+            raise SendRetryable("feishu adapter is not open")
+        return await edit_message(messages, message, platform_id)
 
     async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
         messages = self._messages

@@ -173,6 +173,8 @@ class FakeDiscord:
         self.callbacks_refused: list[int] = []
         self.original_edits: list[tuple[str, dict[str, Any]]] = []
         self.followups: list[dict[str, Any]] = []
+        #: Edits of the bot's channel messages: (message id, content after, monotonic time).
+        self.message_edits: list[tuple[str, str, float]] = []
         self.expired_tokens: set[str] = set()
         #: Close IDENTIFYs asking for these intent bits with 4014 (not enabled in the portal).
         self.refuse_intents = 0
@@ -252,6 +254,7 @@ class FakeDiscord:
         app.router.add_get(api + "/channels/{channel}", self._channel)
         app.router.add_get(api + "/channels/{channel}/messages", self._messages)
         app.router.add_post(api + "/channels/{channel}/messages", self._create_message)
+        app.router.add_patch(api + "/channels/{channel}/messages/{message}", self._edit_message)
         app.router.add_put(api + "/applications/{app}/commands", self._put_commands)
         app.router.add_post(api + "/interactions/{id}/{token}/callback", self._callback)
         app.router.add_patch(api + "/webhooks/{app}/{token}/messages/@original", self._edit)
@@ -686,6 +689,19 @@ class FakeDiscord:
                 "resource": {"type": body.get("type")},
             }
         )
+
+    async def _edit_message(self, request: web.Request) -> web.Response:
+        """A bot edits one of its messages: the content changes in place, and is logged."""
+        channel, ident = int(request.match_info["channel"]), request.match_info["message"]
+        mine = [m for m in self.history.get(channel, []) if m["id"] == ident]
+        if not mine or mine[0]["author"]["id"] != BOT_USER["id"]:
+            return _error(404, "Unknown Message", 10008)
+        body = await request.json()
+        mine[0]["content"] = str(body.get("content", mine[0]["content"]))
+        mine[0]["edited_timestamp"] = iso()
+        self.message_edits.append((ident, mine[0]["content"], time.monotonic()))
+        self._changed()
+        return _json(mine[0])
 
     async def _edit(self, request: web.Request) -> web.Response:
         token = request.match_info["token"]

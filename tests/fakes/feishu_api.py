@@ -87,6 +87,8 @@ class FakeFeishu:
         self.app_secret = app_secret
         self.calls: list[Call] = []
         self.messages: list[dict[str, Any]] = []  # posted messages, one per uuid
+        #: Edits (PUT im/v1/messages/:id): (message id, content after, monotonic time).
+        self.edits: list[tuple[str, Any, float]] = []
         self.acks: list[Ack] = []
         self.failures: deque[Failure] = deque()
         #: Called (in the fake's thread) with the frame's message id when an ack arrives.
@@ -116,6 +118,7 @@ class FakeFeishu:
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
+        app.router.add_put("/open-apis/im/v1/messages/{message_id}", self._update)
         app.router.add_post("/callback/ws/endpoint", self._endpoint)
         app.router.add_get("/ws", self._websocket)
         app.router.add_get("/_fake/stats", self._stats)
@@ -235,6 +238,25 @@ class FakeFeishu:
     async def _reply(self, request: web.Request) -> web.Response:
         call = await self._record(request)
         return self._post(call, request, "", request.match_info["message_id"])
+
+    async def _update(self, request: web.Request) -> web.Response:
+        """Edit a text or post message the bot sent, at most 20 times, as Feishu allows."""
+        call = await self._record(request)
+        if not self._authorized(request):
+            return self._answer(call, 401, {"code": 99991663, "msg": "Invalid access token"})
+        ident = request.match_info["message_id"]
+        message = next((m for m in self.messages if m["message_id"] == ident), None)
+        if message is None:
+            return self._answer(call, 400, {"code": 230001, "msg": "message not found"})
+        if call.body.get("msg_type") not in ("text", "post"):
+            return self._answer(call, 400, {"code": 230001, "msg": "msg_type must be text or post"})
+        if sum(1 for edit in self.edits if edit[0] == ident) >= 20:
+            return self._answer(call, 400, {"code": 230072, "msg": "edited too many times"})
+        message["msg_type"] = call.body["msg_type"]
+        message["content"] = json.loads(str(call.body.get("content") or "{}"))
+        self.edits.append((ident, message["content"], time.monotonic()))
+        data = {"message_id": ident, "msg_type": message["msg_type"]}
+        return self._answer(call, 200, {"code": 0, "msg": "success", "data": data})
 
     def _post(
         self, call: Call, request: web.Request, chat_id: str, parent: str | None

@@ -1,0 +1,286 @@
+"""Streamed replies: the ``llm`` agent's answer is shown while the model writes it, by
+editing one preview message within the platform's edit rate, and finished by the
+checkpointed outbox row editing that same message — also across a SIGKILL mid-stream.
+
+The fake model writes at a set pace (tests/fakes/openai_stream.py); the properties are
+checked on what the fake platforms recorded (each call's arrival time, each message's
+text as shown), never on how fast anything ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.conftest import db_rows, make_settings, spawn_run, subprocess_env, write_config
+from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscord
+from tests.fakes.feishu_api import (
+    APP_ID,
+    APP_SECRET,
+    ENCRYPT_KEY,
+    VERIFICATION_TOKEN,
+    FakeFeishu,
+    message_event,
+    signed_request,
+)
+from tests.fakes.openai_api import API_KEY, FakeOpenAI
+from tests.fakes.openai_stream import Pacing
+from tests.fakes.telegram_api import FakeTelegram
+from tether.adapters.telegram.markdown import readable
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.streaming import PREVIEW_STEP
+
+ANSWER = (
+    "Streaming works like this. The model writes, the preview follows, and the final"
+    " edit holds **every word** of the answer, down to the last one: done."
+)
+SHOWN = readable(ANSWER)
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    server = await FakeTelegram().start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeOpenAI]:
+    server = FakeOpenAI(reply=lambda body: ANSWER)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+def llm_section(model: FakeOpenAI) -> dict[str, Any]:
+    return {
+        "providers": {"fake": {"base_url": model.url, "api_key": API_KEY, "timeout": 10}},
+        "models": {"main": {"provider": "fake", "model": "main-model"}},
+        "default": "main",
+    }
+
+
+def telegram_sections(telegram: FakeTelegram, model: FakeOpenAI, **agent: Any) -> dict[str, Any]:
+    platform = {"token": telegram.token, "base_url": telegram.base_url, "poll_timeout": 1,
+                "rate_limits": False, "typing": False}  # fmt: skip
+    return {
+        "platforms": {"telegram": platform},
+        "llm": llm_section(model),
+        "agent": {"handler": "llm", **agent},
+    }
+
+
+async def run_gateway(settings: Any) -> Gateway:
+    gateway = Gateway(settings, build_adapters(settings))
+    await gateway.start()
+    return gateway
+
+
+def message_calls(telegram: FakeTelegram, chat: int) -> list[float]:
+    """Arrival times of every sendMessage and editMessageText for ``chat``, in order."""
+    return [
+        call.at
+        for call in telegram.calls
+        if call.method in ("sendMessage", "editMessageText")
+        and call.params.get("chat_id") == chat
+        and call.status == 200
+    ]
+
+
+async def test_a_streamed_telegram_reply_edits_one_message_at_most_once_a_second(
+    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+) -> None:
+    model.pacing = Pacing(pieces=16, gap=0.35)  # ~5 s of writing
+    settings = make_settings(tmp_path, **telegram_sections(telegram, model))
+    gateway = await run_gateway(settings)
+    try:
+        telegram.push(message=telegram.message(42, "how does streaming work?"))
+        await telegram.wait_for(lambda: telegram.texts.in_chat(42) == [SHOWN], timeout=30)
+        await gateway.drain()
+    finally:
+        await gateway.stop()
+
+    [request] = model.requests
+    assert request.body["stream"] is True
+    assert request.body["stream_options"] == {"include_usage": True}
+    # One message in the chat, showing the whole answer; several edits on the way.
+    assert telegram.texts.in_chat(42) == [SHOWN]
+    assert len(telegram.sent) == 1
+    edits = telegram.texts.edits
+    assert len(edits) >= 2
+    assert all(SHOWN.startswith(edit.text.rstrip()) for edit in edits[:-1])
+    assert edits[-1].text == SHOWN
+    # The platform's edit rate: the preview and each edit at least a second apart.
+    times = message_calls(telegram, 42)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert gaps and min(gaps) >= 1.0 - 1e-3, gaps
+    # The answer is one outbox row: the edit of the preview, and a step holding its id.
+    [(key, meta)] = db_rows(tmp_path, "SELECT key, json_extract(payload, '$.meta') FROM outbox")
+    assert json.loads(meta)["edit_of"] == str(edits[-1].message_id)
+    [(saved,)] = db_rows(tmp_path, "SELECT result FROM steps WHERE name = ?", PREVIEW_STEP)
+    assert json.loads(saved) == str(edits[-1].message_id)
+    assert key.endswith("#0")
+
+
+async def test_streaming_false_sends_one_message_without_edits(
+    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+) -> None:
+    model.pacing = Pacing(pieces=8, gap=0.3)
+    settings = make_settings(tmp_path, **telegram_sections(telegram, model, streaming=False))
+    gateway = await run_gateway(settings)
+    try:
+        telegram.push(message=telegram.message(42, "no streaming, please"))
+        await telegram.wait_for(lambda: bool(telegram.sent), timeout=30)
+        await gateway.drain()
+    finally:
+        await gateway.stop()
+    assert "stream" not in model.requests[0].body
+    assert telegram.texts.in_chat(42) == [SHOWN]
+    assert len(telegram.sent) == 1 and telegram.texts.edits == []
+    assert telegram.sent[0]["parse_mode"] == "MarkdownV2"  # model Markdown, converted
+
+
+async def test_a_quick_answer_is_one_message_without_a_preview(
+    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+) -> None:
+    settings = make_settings(tmp_path, **telegram_sections(telegram, model))
+    gateway = await run_gateway(settings)
+    try:
+        telegram.push(message=telegram.message(42, "quick one"))
+        await telegram.wait_for(lambda: bool(telegram.sent), timeout=30)
+        await gateway.drain()
+    finally:
+        await gateway.stop()
+    assert model.requests[0].body["stream"] is True
+    assert telegram.texts.in_chat(42) == [SHOWN]
+    assert telegram.texts.edits == []
+
+
+# -- Discord and Feishu -------------------------------------------------------------------
+
+
+async def test_a_streamed_discord_reply_edits_its_preview_into_the_answer(
+    tmp_path: Path, model: FakeOpenAI
+) -> None:
+    model.pacing = Pacing(pieces=12, gap=0.35)
+    discord = await FakeDiscord().start()
+    platform = {"token": discord.token, "api_base": discord.api_base,
+                "gateway_url": discord.gateway_url}  # fmt: skip
+    settings = make_settings(
+        tmp_path, platforms={"discord": platform}, llm=llm_section(model), agent={"handler": "llm"}
+    )
+    gateway = await run_gateway(settings)
+    try:
+        await discord.wait_for(lambda: discord.connected >= 1)
+        asked = await discord.say(DM_CHANNEL_ID, "how does streaming work?")
+        await discord.wait_for(lambda: [m["content"] for m in discord.sent] == [ANSWER], timeout=30)
+        await gateway.drain()
+    finally:
+        await gateway.stop()
+        await discord.stop()
+    # One message: the preview, quoting the question, edited until it held the answer
+    # (Discord renders the model's Markdown itself).
+    [reply] = discord.sent
+    assert reply["content"] == ANSWER
+    assert str(reply["message_reference"]["message_id"]) == asked["id"]
+    edits = [edit for edit in discord.message_edits if edit[0] == reply["id"]]
+    assert len(edits) >= 2 and edits[-1][1] == ANSWER
+    times = [edit[2] for edit in edits]
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 1.0 - 1e-3
+
+
+async def test_a_streamed_feishu_reply_edits_its_post_within_feishus_edit_cap(
+    tmp_path: Path, model: FakeOpenAI
+) -> None:
+    model.pacing = Pacing(pieces=12, gap=0.35)
+    feishu = FakeFeishu().start()
+    platform = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.domain,
+                "mode": "webhook", "verification_token": VERIFICATION_TOKEN,
+                "encrypt_key": ENCRYPT_KEY, "rate_limits": False}  # fmt: skip
+    settings = make_settings(
+        tmp_path, http={"enabled": True, "port": 0}, platforms={"feishu": platform},
+        llm=llm_section(model), agent={"handler": "llm"},
+    )  # fmt: skip
+    gateway = await run_gateway(settings)
+
+    def shown() -> list[str]:
+        return [m["content"]["zh_cn"]["content"][0][0]["text"] for m in feishu.messages]
+
+    try:
+        assert gateway.http is not None
+        body, headers = signed_request(message_event("om_q1", "how does streaming work?"))
+        url = f"http://127.0.0.1:{gateway.http.port}/feishu/webhook"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=body, headers=headers) as response,
+        ):
+            assert response.status == 200
+        await feishu.until(lambda: len(feishu.messages) == 1 and shown() == [ANSWER], 30)
+        await gateway.drain()
+    finally:
+        await gateway.stop()
+        feishu.stop()
+    [reply] = feishu.messages
+    assert reply["msg_type"] == "post" and reply["parent_id"] == "om_q1"
+    edits = [edit for edit in feishu.edits if edit[0] == reply["message_id"]]
+    assert 2 <= len(edits) <= 20
+    times = [edit[2] for edit in edits]
+    assert min(b - a for a, b in itertools.pairwise(times)) >= 1.5 - 1e-3
+
+
+# -- Done when: SIGKILL mid-stream, one message with the full text ------------------------
+
+
+async def test_sigkill_mid_stream_ends_with_one_message_holding_the_full_text(
+    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+) -> None:
+    pacing = Pacing(pieces=16, gap=0.25, hold_after=10)
+    model.pacing = pacing
+    sections = telegram_sections(telegram, model)
+    config = write_config(tmp_path, **sections)
+    log = tmp_path / "tether.log"
+    first = await spawn_run(config, log, subprocess_env())
+    try:
+        telegram.push(message=telegram.message(42, "how does streaming work?"))
+        await asyncio.wait_for(pacing.held.wait(), 30)
+        # The preview is out and has been edited (so its id is saved): kill mid-stream.
+        await telegram.wait_for(lambda: len(telegram.texts.edits) >= 1, timeout=30)
+        assert telegram.texts.in_chat(42) != [SHOWN]
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+    [(status,)] = db_rows(tmp_path, "SELECT status FROM inbox")
+    assert status == "running"
+
+    pacing.hold_after = None
+    pacing.release()  # the killed process's stream ends into a closed connection
+    second = await spawn_run(config, log, subprocess_env())
+    try:
+        await telegram.wait_for(lambda: telegram.texts.in_chat(42) == [SHOWN], timeout=60)
+        await telegram.wait_for(
+            lambda: db_rows(tmp_path, "SELECT status FROM outbox") == [("sent",)], timeout=30
+        )
+    finally:
+        second.send_signal(signal.SIGTERM)
+        await second.wait()
+    # One message in the chat, the full answer; no second message beside a stale preview.
+    assert telegram.texts.in_chat(42) == [SHOWN]
+    assert len([c for c in telegram.calls_to("sendMessage") if c.status == 200]) == 1
+    assert len(model.requests) == 2 and all(r.body.get("stream") for r in model.requests)
+    assert db_rows(tmp_path, "SELECT status, attempts FROM inbox") == [("done", 2)]
