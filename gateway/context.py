@@ -46,6 +46,8 @@ class Context:
     ``await ctx.reply(text, quote=True, format="plain")``, ``await ctx.send(target, text)``
         Queue a message as an outbox row, sent after the checkpoint and split at the
         platform's limit; ``send`` takes any enabled chat, e.g. ``"telegram:12345"``.
+        Both take ``buttons=`` (rows of :class:`~tether.buttons.Button`; presses come
+        back as callbacks for ``@router.callback``, docs/buttons.md).
     ``await ctx.step(name, fn)``
         Run ``fn`` (sync or async; JSON-serializable result) once per event: a re-run
         gets the stored result instead of calling it again. Wrap every costly or

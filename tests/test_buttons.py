@@ -433,3 +433,39 @@ async def test_feishu_renders_a_card_and_a_press_twice_runs_once_answered_in_tim
     reply = feishu.messages[1]
     assert reply["content"] == {"text": "you chose yes"}
     assert ("fs:evt:ev_press", "done") in inbox_rows(tmp_path)
+
+
+async def test_feishu_card_press_over_the_long_connection_is_acked_after_commit_once(
+    tmp_path: Path, feishu: FakeFeishu
+) -> None:
+    settings = feishu_settings(tmp_path, feishu)
+    section = settings.platforms.feishu
+    assert section is not None
+    mode = {"mode": "websocket", "verification_token": None, "encrypt_key": None}
+    settings = settings.model_copy(
+        update={
+            "platforms": settings.platforms.model_copy(
+                update={"feishu": section.model_copy(update=mode)}
+            )
+        }
+    )
+    gate = Gate()
+    async with gateway_for(settings, gate) as gateway:
+        adapter = gateway.adapters["feishu"]
+        await feishu.until(lambda: adapter.connected)
+        feishu.ack_probe = lambda _frame: inbox_rows(tmp_path)
+        press = card_action_event("vote:no", event_id="ev_ws_press", token="")
+        frame = await asyncio.to_thread(feishu.push_event, press)
+        await feishu.until(lambda: len(feishu.acks) >= 1)
+        await asyncio.wait_for(gate.started.wait(), 10)
+        assert gate.finished == 0  # acked while the handler is held
+        (ack,) = feishu.acks
+        assert (ack.message_id, ack.code) == (frame, 200)
+        assert "fs:evt:ev_ws_press" in [key for key, _status in ack.probe]  # committed first
+        await asyncio.to_thread(feishu.push_event, press)  # delivered again
+        await feishu.until(lambda: len(feishu.acks) >= 2)
+        gate.release.set()
+        await feishu.until(lambda: len(feishu.messages) >= 1)
+        await gateway.drain()
+    assert gate.runs == ["vote:no"]
+    assert [m["content"] for m in feishu.messages] == [{"text": "you chose no"}]

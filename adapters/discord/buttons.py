@@ -121,7 +121,8 @@ def _press(data: Mapping[str, Any]) -> Event | Dropped:
     custom_id = read.text(pressed.get("custom_id"), "data.custom_id")
     if not custom_id:
         return Dropped(SKIPPED, "data.custom_id: empty")
-    read.text(data.get("token"), "token")  # needed to acknowledge it: check it is there
+    if not read.text(data.get("token"), "token"):  # it could never be acknowledged
+        return Dropped(SKIPPED, "token: missing")
     guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id")
     channel = data.get("channel")
     channel_id = read.snowflake(
