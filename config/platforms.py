@@ -14,10 +14,6 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from tether.config.console import WebChatConfig
-from tether.config.console import WebChatConfig
-from tether.config.console import WebChatConfig
-from tether.config.console import WebChatConfig
-from tether.config.console import WebChatConfig
 from tether.config.section import RoutePath, Section
 
 _TELEGRAM_TOKEN = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
@@ -240,13 +236,5 @@ class PlatformsConfig(Section):
     discord: DiscordConfig | None = None
     #: None (absent) disables Feishu/Lark.
     feishu: FeishuConfig | None = None
-    #: The web chat page (``/ui/chat``, behind the console's login; config/console.py).
-    web: WebChatConfig = WebChatConfig()
-    #: The web chat page (``/ui/chat``, behind the console's login; config/console.py).
-    web: WebChatConfig = WebChatConfig()
-    #: The web chat page (``/ui/chat``, behind the console's login; config/console.py).
-    web: WebChatConfig = WebChatConfig()
-    #: The web chat page (``/ui/chat``, behind the console's login; config/console.py).
-    web: WebChatConfig = WebChatConfig()
     #: The web chat page (``/ui/chat``, behind the console's login; config/console.py).
     web: WebChatConfig = WebChatConfig()

@@ -101,21 +101,6 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
 
         check_web(settings)
         adapters["web"] = WebAdapter()
-    if settings.platforms.web.enabled:
-        from tether.adapters.web import WebAdapter, check_web
-
-        check_web(settings)
-        adapters["web"] = WebAdapter()
-    if settings.platforms.web.enabled:
-        from tether.adapters.web import WebAdapter, check_web
-
-        check_web(settings)
-        adapters["web"] = WebAdapter()
-    if settings.platforms.web.enabled:
-        from tether.adapters.web import WebAdapter, check_web
-
-        check_web(settings)
-        adapters["web"] = WebAdapter()
     if settings.agents:  # an adapter per agent account, named like ``telegram@alice``
         from tether.gateway.multiagent import build_agent_adapters
 

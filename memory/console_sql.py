@@ -53,6 +53,10 @@ _CHAT_REPLIES = (
     "SELECT o.seq, o.key, o.payload, o.updated FROM outbox o JOIN inbox i ON i.key = o.event_key"
     " WHERE i.conversation = ? AND i.seq >= ? AND o.status = 'sent' ORDER BY o.seq"
 )
+_FAILED_SENDS = (
+    "SELECT key, payload, status, attempts, platform_id, error, created, updated"
+    " FROM outbox WHERE status IN ('dead', 'unknown') ORDER BY seq DESC LIMIT ?"
+)
 _FACT = "SELECT 1 FROM facts WHERE id = ? AND conversation = ? AND retired IS NULL"
 _FACT_EDITED = (
     "UPDATE facts SET text = ?, tokens = ? WHERE id = ? AND conversation = ? AND retired IS NULL"
@@ -150,6 +154,9 @@ class ConsoleSql:
             for seq, key, payload, at in replies
         ]
         return sorted(lines, key=lambda line: (line.at, line.role != "user", line.seq))
+
+    async def failed_sends(self, limit: int = 100) -> list[SendInfo]:
+        return [_send_info(row) for row in await self._rows(_FAILED_SENDS, (limit,))]
 
     async def edit_fact(self, conversation: str, fact_id: int, text: str, tokens: int) -> bool:
         if not await self._rows(_FACT, (fact_id, conversation)):

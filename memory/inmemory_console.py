@@ -85,7 +85,10 @@ class ConsoleTables:
         steps = [
             StepInfo(name, 0.0, result) for (k, name), result in self._steps.items() if k == key
         ]
-        sends = [
+        return Timeline(self._info(row), steps, [], self._sends(key), self._dead.get(key))
+
+    def _sends(self, event_key: str | None, statuses: tuple[str, ...] = ()) -> list[SendInfo]:
+        return [
             SendInfo(
                 out.key,
                 out.message.text,
@@ -97,9 +100,13 @@ class ConsoleTables:
                 self._sent_at.get(out.key, 0.0),
             )
             for out in sorted(self._outbox.values(), key=lambda o: o.seq)
-            if out.event_key == key
+            if (event_key is None or out.event_key == event_key)
+            and (not statuses or out.status in statuses)
         ]
-        return Timeline(self._info(row), steps, [], sends, self._dead.get(key))
+
+    async def failed_sends(self, limit: int = 100) -> list[SendInfo]:
+        self._check()
+        return list(reversed(self._sends(None, ("dead", "unknown"))))[:limit]
 
     async def conversation_list(self, limit: int = 100) -> list[ConversationInfo]:
         self._check()

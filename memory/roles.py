@@ -17,9 +17,6 @@ Roles, in the order an event meets them:
 - :class:`PairingStore`: who asked to talk to the bot and who was approved;
 - :class:`ReportStore`: counts, spend, activity and dead letters, for status and the CLI.
 - :class:`ConsoleStore`: the web console's reads (series, events, timelines, chats).
-- :class:`ConsoleStore`: the web console's reads (series, events, timelines, chats).
-- :class:`ConsoleStore`: the web console's reads (series, events, timelines, chats).
-- :class:`ConsoleStore`: the web console's reads (series, events, timelines, chats).
 
 Why protocols whose methods are also ``abc.abstractmethod``: a consumer (and a test's
 fake) only has to be shaped right, not inherit anything; and a store that does subclass
@@ -34,10 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from tether.events import Event, OutMessage
-from tether.memory.console import ChatLine, ConversationInfo, EventInfo, Timeline
-from tether.memory.console import ChatLine, ConversationInfo, EventInfo, Timeline
-from tether.memory.console import ChatLine, ConversationInfo, EventInfo, Timeline
-from tether.memory.console import ChatLine, ConversationInfo, EventInfo, Timeline
+from tether.memory.console import ChatLine, ConversationInfo, EventInfo, SendInfo, Timeline
 from tether.memory.records import (
     ConversationState,
     DeadLetter,
@@ -366,131 +360,9 @@ class ConsoleStore(Protocol):
     async def forget_fact(self, conversation: str, fact_id: int) -> bool:
         """Delete a fact (as ``/forget`` does); False if the conversation has no such fact."""
 
-
-class ConsoleStore(Protocol):
-    """What the web console (``/ui``) reads, and the operator's own edits of facts.
-
-    Reads are bounded (``limit``) and go straight to the tables, so a page costs one
-    query per panel. The fact edits are an operator's action, like :meth:`ReportStore.requeue`:
-    committed on their own, not in an event's checkpoint. The records are in
-    :mod:`tether.memory.console`.
-    """
-
     @abc.abstractmethod
-    async def series(self, since: float, bucket: float, count: int) -> dict[str, list[float]]:
-        """Per ``bucket`` seconds from ``since`` (``count`` buckets), each of
-        :data:`~tether.memory.console.SERIES`: events received, replies sent, events that
-        took more than one attempt, dead events, LLM tokens and cost."""
-
-    @abc.abstractmethod
-    async def find_events(
-        self, *, key: str = "", conversation: str = "", status: str = "", limit: int = 50
-    ) -> list[EventInfo]:
-        """The newest events whose key and conversation contain the given text (empty:
-        any) and whose status is ``status`` (empty: any), newest first."""
-
-    @abc.abstractmethod
-    async def timeline(self, key: str) -> Timeline | None: ...
-
-    @abc.abstractmethod
-    async def conversation_list(self, limit: int = 100) -> list[ConversationInfo]:
-        """Conversations with events, the most recently active first."""
-
-    @abc.abstractmethod
-    async def chat_log(self, conversation: str, limit: int = 200) -> list[ChatLine]:
-        """The conversation's last ``limit`` events and their delivered replies, in order."""
-
-    @abc.abstractmethod
-    async def edit_fact(self, conversation: str, fact_id: int, text: str, tokens: int) -> bool:
-        """Replace a live fact's text; False if the conversation has no such fact."""
-
-    @abc.abstractmethod
-    async def forget_fact(self, conversation: str, fact_id: int) -> bool:
-        """Delete a fact (as ``/forget`` does); False if the conversation has no such fact."""
-
-
-class ConsoleStore(Protocol):
-    """What the web console (``/ui``) reads, and the operator's own edits of facts.
-
-    Reads are bounded (``limit``) and go straight to the tables, so a page costs one
-    query per panel. The fact edits are an operator's action, like :meth:`ReportStore.requeue`:
-    committed on their own, not in an event's checkpoint. The records are in
-    :mod:`tether.memory.console`.
-    """
-
-    @abc.abstractmethod
-    async def series(self, since: float, bucket: float, count: int) -> dict[str, list[float]]:
-        """Per ``bucket`` seconds from ``since`` (``count`` buckets), each of
-        :data:`~tether.memory.console.SERIES`: events received, replies sent, events that
-        took more than one attempt, dead events, LLM tokens and cost."""
-
-    @abc.abstractmethod
-    async def find_events(
-        self, *, key: str = "", conversation: str = "", status: str = "", limit: int = 50
-    ) -> list[EventInfo]:
-        """The newest events whose key and conversation contain the given text (empty:
-        any) and whose status is ``status`` (empty: any), newest first."""
-
-    @abc.abstractmethod
-    async def timeline(self, key: str) -> Timeline | None: ...
-
-    @abc.abstractmethod
-    async def conversation_list(self, limit: int = 100) -> list[ConversationInfo]:
-        """Conversations with events, the most recently active first."""
-
-    @abc.abstractmethod
-    async def chat_log(self, conversation: str, limit: int = 200) -> list[ChatLine]:
-        """The conversation's last ``limit`` events and their delivered replies, in order."""
-
-    @abc.abstractmethod
-    async def edit_fact(self, conversation: str, fact_id: int, text: str, tokens: int) -> bool:
-        """Replace a live fact's text; False if the conversation has no such fact."""
-
-    @abc.abstractmethod
-    async def forget_fact(self, conversation: str, fact_id: int) -> bool:
-        """Delete a fact (as ``/forget`` does); False if the conversation has no such fact."""
-
-
-class ConsoleStore(Protocol):
-    """What the web console (``/ui``) reads, and the operator's own edits of facts.
-
-    Reads are bounded (``limit``) and go straight to the tables, so a page costs one
-    query per panel. The fact edits are an operator's action, like :meth:`ReportStore.requeue`:
-    committed on their own, not in an event's checkpoint. The records are in
-    :mod:`tether.memory.console`.
-    """
-
-    @abc.abstractmethod
-    async def series(self, since: float, bucket: float, count: int) -> dict[str, list[float]]:
-        """Per ``bucket`` seconds from ``since`` (``count`` buckets), each of
-        :data:`~tether.memory.console.SERIES`: events received, replies sent, events that
-        took more than one attempt, dead events, LLM tokens and cost."""
-
-    @abc.abstractmethod
-    async def find_events(
-        self, *, key: str = "", conversation: str = "", status: str = "", limit: int = 50
-    ) -> list[EventInfo]:
-        """The newest events whose key and conversation contain the given text (empty:
-        any) and whose status is ``status`` (empty: any), newest first."""
-
-    @abc.abstractmethod
-    async def timeline(self, key: str) -> Timeline | None: ...
-
-    @abc.abstractmethod
-    async def conversation_list(self, limit: int = 100) -> list[ConversationInfo]:
-        """Conversations with events, the most recently active first."""
-
-    @abc.abstractmethod
-    async def chat_log(self, conversation: str, limit: int = 200) -> list[ChatLine]:
-        """The conversation's last ``limit`` events and their delivered replies, in order."""
-
-    @abc.abstractmethod
-    async def edit_fact(self, conversation: str, fact_id: int, text: str, tokens: int) -> bool:
-        """Replace a live fact's text; False if the conversation has no such fact."""
-
-    @abc.abstractmethod
-    async def forget_fact(self, conversation: str, fact_id: int) -> bool:
-        """Delete a fact (as ``/forget`` does); False if the conversation has no such fact."""
+    async def failed_sends(self, limit: int = 100) -> list[SendInfo]:
+        """Replies that are ``dead`` or of ``unknown`` fate, newest first (requeue retries them)."""
 
 
 # -- what one consumer sees when it needs more than one role ---------------------------

@@ -634,3 +634,18 @@ async def test_console_reads_series_events_timeline_chat_and_fact_edits(store: S
     assert not await store.forget_fact("c2", first.id)  # another conversation's fact
     assert not await store.edit_fact("c1", second.id, "gone", 1)
     assert [f.text for f in await store.facts("c1")] == ["likes green tea"]
+
+
+async def test_console_lists_failed_sends_newest_first(store: Store) -> None:
+    await store.accept([(event("k"), "c1")])
+    await store.checkpoint("k", [out("k#0"), out("k#1"), out("k#2")], [])
+    await store.mark_outbox("k#0", "dead", error="chat not found")
+    await store.mark_outbox("k#1", "sent", platform_id="1")
+    await store.mark_outbox("k#2", "unknown", error="timeout")
+    failed = await store.failed_sends()
+    assert [(s.key, s.status, s.error) for s in failed] == [
+        ("k#2", "unknown", "timeout"),
+        ("k#0", "dead", "chat not found"),
+    ]
+    assert await store.requeue("k#0")
+    assert [s.key for s in await store.failed_sends()] == ["k#2"]

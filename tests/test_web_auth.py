@@ -7,7 +7,9 @@ the credential never appears in a page or a log line.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http.cookies import SimpleCookie
@@ -16,14 +18,18 @@ from typing import Any
 
 import aiohttp
 import pytest
+import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import make_settings
+from tether.adapters.base import SendFatal
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import ConfigError, Settings, load_text
 from tether.errors import GatewayError
+from tether.gateway import logs
 from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.web.live import LiveHub
 from tether.gateway.web.passwd import hash_password, verify_password
 
 TOKEN = "ui-token-0123456789abcdef"
@@ -250,3 +256,46 @@ async def test_no_form_body_makes_a_server_error(tmp_path: Path) -> None:
             assert asyncio.run_coroutine_threadsafe(send(form), loop).result(30) < 500
 
         await asyncio.to_thread(example)
+
+
+# -- actions over plain HTTP ----------------------------------------------------------
+
+
+async def test_a_failed_reply_is_listed_and_retried_from_the_dead_page(tmp_path: Path) -> None:
+    loop = LoopbackAdapter()
+    settings = ui_settings(tmp_path)
+    gateway = Gateway(settings, {"loopback": loop})
+    await gateway.start()
+    try:
+        assert gateway.http is not None
+        base = f"http://127.0.0.1:{gateway.http.port}"
+        loop.fail_next(SendFatal("chat not found"))
+        event = await loop.say("hello", chat="9")
+        await gateway.drain()
+        assert loop.sent == []
+        async with client() as session:
+            csrf = await log_in(session, base)
+            async with session.get(f"{base}/ui/dead") as response:
+                page = await response.text()
+            assert f'data-key="{event.key}#0"' in page and "chat not found" in page
+            form = {"key": f"{event.key}#0", "csrf": csrf}
+            async with session.post(f"{base}/ui/dead/retry", data=form) as response:
+                assert "Requeued" in await response.text()
+        [delivered] = await loop.wait_for_sent(1)
+        assert delivered.message.text == "hello"
+    finally:
+        await gateway.stop()
+
+
+async def test_the_live_stream_is_scrubbed_like_the_log() -> None:
+    hub = LiveHub()
+    logs.redactor.update(["live-secret-0123456789"])
+    hub.attach()
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    hub._queues.add(queue)
+    hub._loop, hub._thread = asyncio.get_running_loop(), threading.get_ident()
+    structlog.get_logger("test").info("event.test", key="k", note="token live-secret-0123456789")
+    structlog.get_logger("test").info("not a transition")
+    line = queue.get_nowait()
+    assert line["event"] == "event.test" and "live-secret" not in json.dumps(line)
+    assert queue.empty()

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import structlog
 from aiohttp import web
+from prometheus_client import Counter
 
 from tether.adapters.web import WebAdapter, WebChatError
 from tether.gateway.web.auth import COOKIE, LOGIN_COOKIE, SID, Auth, safe_next
@@ -33,6 +34,8 @@ from tether.scheduler.jobs import manual_cursor, now_utc
 
 log = structlog.get_logger("tether.console")
 
+ACTIONS = Counter("tether_console_actions_total", "Operator actions in the console", ["action"])
+
 MAX_FACT = 2000
 
 
@@ -43,10 +46,9 @@ async def retry(host: ConsoleHost, key: str) -> bool:
     row = await host.store.inbox_row(key)
     if row is not None and row.status == "received":
         await host.dispatcher.submit([row])
-    else:  # an outbox row (``{event}#{n}``): wake its chat's send lane
-        for out in await host.store.outbox_rows(key.rsplit("#", 1)[0]):
-            if out.key == key:
-                host.outbox.poke(out.message.target.key)
+    else:  # an outbox row (``{event}#{n}``): into its chat's send lane
+        rows = await host.store.outbox_rows(key.rsplit("#", 1)[0])
+        host.outbox.enqueue([out for out in rows if out.key == key])
     return True
 
 
@@ -122,6 +124,7 @@ class Actions:
     async def retry_dead(self, request: web.Request) -> web.Response:
         key = (await self._form(request)).get("key", "")
         ok = bool(key) and await retry(self.host, key)
+        ACTIONS.labels("dead_retry").inc()
         log.info("console.dead_retry", key=key, requeued=ok)
         raise web.HTTPFound(f"/ui/dead?{'retried' if ok else 'missing'}={quote(key)}")
 
@@ -142,6 +145,7 @@ class Actions:
             ok = await store.edit_fact(conversation, fact_id, text, tokens.count(text))
         else:
             raise web.HTTPBadRequest(text="action: edit or forget")
+        ACTIONS.labels("fact").inc()
         log.info("console.fact", action=action, conversation=conversation, fact=fact_id, ok=ok)
         raise web.HTTPFound(f"/ui/conversation?c={quote(conversation)}")
 
@@ -153,6 +157,7 @@ class Actions:
         now = now_utc()
         event = job.event(now, manual=f"{stamp(now)}-{uuid.uuid4().hex[:8]}")
         await self.host.inbox.accept([event], {manual_cursor(job.id): event.key})
+        ACTIONS.labels("job_run").inc()
         log.info("console.job_run", job=job.id, key=event.key)
         raise web.HTTPFound(f"/ui/jobs?fired={quote(event.key)}")
 

@@ -117,6 +117,7 @@ class Pages:
             request,
             "dead.html",
             letters=list(reversed(letters))[:200],
+            sends=await self.host.store.failed_sends(200),
             done=request.query.get("retried", ""),
             failed=request.query.get("missing", ""),
         )

@@ -54,14 +54,6 @@ class PostgresStore(SqlStore):
     _last_received = sql.last_received("split_part(conversation, ':', 1)")
     #: The console's time buckets (console_sql.py): a CAST to integer would round here.
     _bucket = "floor(({column} - ?) / ?)::bigint"
-    #: The console's time buckets (console_sql.py): a CAST to integer would round here.
-    _bucket = "floor(({column} - ?) / ?)::bigint"
-    #: The console's time buckets (console_sql.py): a CAST to integer would round here.
-    _bucket = "floor(({column} - ?) / ?)::bigint"
-    #: The console's time buckets (console_sql.py): a CAST to integer would round here.
-    _bucket = "floor(({column} - ?) / ?)::bigint"
-    #: The console's time buckets (console_sql.py): a CAST to integer would round here.
-    _bucket = "floor(({column} - ?) / ?)::bigint"
 
     def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
         self.dsn = dsn
