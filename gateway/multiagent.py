@@ -39,6 +39,7 @@ from tether.gateway.routing import Middleware, Route, Router
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context
+    from tether.gateway.tools.spec import Tool
 
 log = structlog.get_logger("tether.agents")
 
@@ -260,6 +261,11 @@ class AgentsRouter(Router):
     def commands(self) -> list[tuple[str, Route]]:
         first = next(iter(self.routers.values()), None)
         return first.commands() if first else super().commands()
+
+    def tools(self) -> list[Tool]:
+        """The plugins' tools (every agent's router holds the same plugins)."""
+        first = next(iter(self.routers.values()), None)
+        return first.tools() if first else super().tools()
 
     def _with_agent(self, agent: str) -> Middleware:
         async def with_agent(handler: Any, event: Event, data: dict[str, Any]) -> Any:

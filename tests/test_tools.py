@@ -525,3 +525,18 @@ async def test_a_tool_that_replies_sends_with_the_turns_checkpoint(
         await gateway.drain()
     assert [d.message.text for d in sent] == ["note: lunch at 1", "Posted."]
     assert fake.requests[1].tool_results[0]["content"] == "done"
+
+
+def test_several_agents_offer_the_plugins_tools() -> None:
+    from tether.gateway.multiagent import AgentsRouter
+
+    settings = load_text(
+        "memory: {store: 'memory://'}\nhttp: {enabled: false}\n"
+        "plugins: ['tests.plugins.tools_counter:router']\n"
+        "llm: {providers: {fake: {base_url: 'http://127.0.0.1:9/v1', api_key: sk-x}},"
+        " models: {main: {provider: fake, model: m1}}}\n"
+        "agents: [{name: alice, platforms: {telegram: {token: '1:AAAA-token'}}},"
+        " {name: bob, platforms: {telegram: {token: '2:AAAA-token'}}}]\n"
+    )
+    router = AgentsRouter(settings, load_router)
+    assert [tool.name for tool in router.tools()] == ["bump"]
