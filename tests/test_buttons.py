@@ -469,3 +469,59 @@ async def test_feishu_card_press_over_the_long_connection_is_acked_after_commit_
         await gateway.drain()
     assert gate.runs == ["vote:no"]
     assert [m["content"] for m in feishu.messages] == [{"text": "you chose no"}]
+
+
+# -- persisted before acknowledged: a press the store refused is not acknowledged ----------
+
+
+async def test_a_press_the_store_refused_is_not_acknowledged(
+    tmp_path: Path, telegram: FakeTelegram, discord_fake: FakeDiscord
+) -> None:
+    async def refusing(*_args: Any, **_kwargs: Any) -> list[bool]:
+        refused.set()
+        raise RuntimeError("disk full")
+
+    for sub in ("tg", "dc"):
+        (tmp_path / sub).mkdir()
+    gate = Gate()
+    gate.release.set()
+    # Telegram (webhook): 503, so Telegram delivers it again; no answerCallbackQuery.
+    refused = asyncio.Event()
+    async with gateway_for(telegram_settings(tmp_path / "tg", telegram), gate) as gateway:
+        await telegram.wait_for(lambda: telegram.webhook is not None)
+        real = gateway.inbox.accept
+        gateway.inbox.accept = refusing  # type: ignore[method-assign]
+        update = {
+            "update_id": 9,
+            "callback_query": {
+                "id": "cbq-refused",
+                "from": {"id": 42, "is_bot": False, "first_name": "Ada"},
+                "chat_instance": "ci42",
+                "data": "vote:yes",
+                "message": telegram.bot_message(42, "Vote?"),
+            },
+        }
+        assert await post_update(gateway, update) == 503
+        gateway.inbox.accept = real  # type: ignore[method-assign]
+        assert await post_update(gateway, update) == 200  # the redelivery is stored
+        await telegram.wait_for(lambda: len(telegram.sent) >= 1)
+        await gateway.drain()
+    assert [c.params["callback_query_id"] for c in telegram.calls_to("answerCallbackQuery")] == [
+        "cbq-refused"
+    ]  # once: after the commit that worked
+    # Discord: an unacknowledged interaction, which the person sees fail.
+    refused = asyncio.Event()
+    async with gateway_for(discord_settings(tmp_path / "dc", discord_fake), Gate()) as gateway:
+        fake = discord_fake
+        await fake.wait_for(lambda: fake.connected >= 1)
+        on = fake.message(CHANNEL_ID, "Vote?")
+        real = gateway.inbox.accept
+        gateway.inbox.accept = refusing  # type: ignore[method-assign]
+        lost = fake.press_payload("vote:yes", on=on, token="lost")
+        await fake.dispatch("INTERACTION_CREATE", lost)
+        await asyncio.wait_for(refused.wait(), 10)
+        gateway.inbox.accept = real  # type: ignore[method-assign]
+        kept = fake.press_payload("vote:no", on=on, token="kept")
+        await fake.dispatch("INTERACTION_CREATE", kept)
+        await fake.wait_for(lambda: int(kept["id"]) in fake.callback_at)
+    assert list(fake.callback_at) == [int(kept["id"])]

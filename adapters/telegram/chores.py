@@ -21,6 +21,7 @@ from tether.adapters.kit import describe
 from tether.adapters.telegram.http import BotClient
 from tether.adapters.telegram.send import chat_id
 from tether.events import Event, Kind
+from tether.gateway import metrics
 
 log = structlog.get_logger("tether.telegram")
 
@@ -47,7 +48,7 @@ class Chores:
         for event, fresh in zip(events, accepted, strict=True):
             if event.kind is Kind.CALLBACK:
                 query_id = str(event.meta["callback_query_id"])
-                self._run("answerCallbackQuery", self.bot.answer_callback_query(query_id))
+                self._run("answerCallbackQuery", self._answer(query_id, fresh))
             elif fresh and self._typing_due(event, now):
                 conv = event.conversation
                 self._run(
@@ -58,6 +59,19 @@ class Chores:
                         message_thread_id=int(conv.thread_id) if conv.thread_id else None,
                     ),
                 )
+
+    async def _answer(self, query_id: str, fresh: bool) -> None:
+        """Stop the button's spinner; a redelivered press was answered already, and
+        Telegram refuses a second answer (logged, harmless)."""
+        try:
+            await self.bot.answer_callback_query(query_id)
+        except TelegramError as exc:
+            metrics.labelled(metrics.PRESS_ACKS, "telegram", "failed").inc()
+            emit = log.warning if fresh else log.info
+            emit("telegram.press_ack_failed", callback_query_id=query_id, error=describe(exc))
+            return
+        metrics.labelled(metrics.PRESS_ACKS, "telegram", "ok").inc()
+        log.info("telegram.press_acked", callback_query_id=query_id, duplicate=not fresh)
 
     async def drain(self, timeout: float = 2.0) -> None:
         """Give the chores in flight ``timeout`` seconds, then cancel what is left."""
