@@ -49,6 +49,7 @@ from tether.gateway.pipeline import Pipeline
 from tether.gateway.rooms import Rooms
 from tether.gateway.routing import Router
 from tether.gateway.throttle import Throttle
+from tether.gateway.tools.toolbox import Toolbox
 from tether.memory.store import Store
 from tether.scheduler.jobs import Job, JobError, check_targets, load_jobs
 from tether.scheduler.routing import with_jobs
@@ -96,6 +97,7 @@ class Running(Protocol):
     scheduler: Scheduler | None
     pipeline: Pipeline
     inbox: Inbox
+    toolbox: Toolbox
     rooms: Rooms | None
     _started: list[Adapter]
     _up: bool
@@ -256,6 +258,7 @@ class Reloader:
         changed = [name for name in Settings.model_fields if _at(old, name) != _at(settings, name)]
         access = Access(settings.access, gateway.store)
         router = with_jobs(self._compose(settings, access))
+        gateway.toolbox.check(router)  # a plugin tool named like another: refused
         jobs = load_jobs(settings)
         if self._schedule:
             check_targets(jobs, gateway.adapters)

@@ -22,7 +22,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from tests.conftest import TETHER, db_rows, events_named, make_settings, merge, running
+from tests.conftest import (
+    TETHER,
+    db_rows,
+    events_named,
+    make_settings,
+    merge,
+    running,
+    write_config,
+)
 from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
 from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
@@ -267,12 +275,15 @@ async def test_remember_and_forget_are_tools_and_each_can_be_switched_off(
         await loop.say("hello")
         await loop.wait_for_sent(1)
         await gateway.drain()
-    assert fake.requests[0].tools == ["forget"]
+    assert "remember" not in fake.requests[0].tools and "forget" in fake.requests[0].tools
 
 
 async def test_no_tools_no_tools_parameter(tmp_path: Path, fake: FakeOpenAI) -> None:
     fake.reply = scripted("plain")
-    settings = settings_for(tmp_path, fake, agent={"tools": {"remember": False, "forget": False}})
+    off = dict.fromkeys(
+        ["remember", "forget", "schedule", "list_schedules", "cancel_schedule"], False
+    )
+    settings = settings_for(tmp_path, fake, agent={"tools": off})
     async with running(settings) as (gateway, loop):
         await loop.say("hi")
         await loop.wait_for_sent(1)
@@ -540,3 +551,20 @@ def test_several_agents_offer_the_plugins_tools() -> None:
     )
     router = AgentsRouter(settings, load_router)
     assert [tool.name for tool in router.tools()] == ["bump"]
+
+
+async def test_a_reload_that_would_bring_a_clashing_tool_is_refused(tmp_path: Path) -> None:
+    from tether.config import load
+
+    path = write_config(tmp_path)
+    gateway = Gateway(load(path), {"loopback": LoopbackAdapter()}, config_path=str(path))
+    await gateway.start()
+    try:
+        write_config(tmp_path, plugins=["tests.plugins.tools_clash:router"])
+        with structlog.testing.capture_logs() as logs:
+            assert not await gateway.reloader.reload()
+        (failed,) = events_named(logs, "config.reload_failed")
+        assert "tool name 'remember' is offered twice" in failed["error"]
+        assert gateway.router.tools() == []
+    finally:
+        await gateway.stop()
