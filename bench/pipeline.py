@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import statistics
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from tether.adapters.base import Sent
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import load_text
 from tether.events import OutMessage
-from tether.gateway import logs
+from tether.gateway import logs, runtime
 from tether.gateway.app import Gateway, settle_heap
 
 
@@ -67,6 +68,7 @@ async def run_once(store_url: str, events: int, conversations: int) -> dict[str,
     await gateway.start()
     settle_heap()  # as `tether run` does after start
     accepted_at: dict[str, float] = {}
+    cpu, children = time.process_time(), _children_cpu()
     started = time.perf_counter()
     batch = 100
     for first in range(0, events, batch):
@@ -80,7 +82,9 @@ async def run_once(store_url: str, events: int, conversations: int) -> dict[str,
         await adapter.deliver(*chunk)
     await asyncio.wait_for(adapter.done.wait(), 300)
     elapsed = time.perf_counter() - started
-    await gateway.stop()
+    cpu = time.process_time() - cpu
+    await gateway.stop()  # the SQLite writer exits: its CPU time is now the children's
+    writer = _children_cpu() - children
     latencies = sorted((adapter.sent_at[k] - accepted_at[k]) * 1000 for k in accepted_at)
     return {
         "events": events,
@@ -88,7 +92,16 @@ async def run_once(store_url: str, events: int, conversations: int) -> dict[str,
         "events_per_s": round(events / elapsed),
         "latency_ms_p50": round(statistics.median(latencies), 2),
         "latency_ms_p99": round(latencies[int(len(latencies) * 0.99) - 1], 2),
+        "cpu_s": round(cpu, 3),
+        "writer_cpu_s": round(writer, 3),
+        "events_per_cpu_s": round(events / (cpu + writer)),
     }
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the child processes that ended (the SQLite writer) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -100,9 +113,9 @@ def main() -> None:
         log_path = Path(tmp) / "bench.log"
         with log_path.open("w", encoding="utf-8") as log_file:
             logs.configure("info", "json", stream=log_file)
-            memory = asyncio.run(run_once("memory://", args.events, args.conversations))
+            memory = runtime.run(run_once("memory://", args.events, args.conversations))
             durable_url = f"sqlite:///{tmp}/bench.db"
-            durable = asyncio.run(run_once(durable_url, args.events, args.conversations))
+            durable = runtime.run(run_once(durable_url, args.events, args.conversations))
         log_lines = len(log_path.read_text(encoding="utf-8").splitlines())
     print(
         json.dumps(
@@ -113,8 +126,15 @@ def main() -> None:
                 "durable_sqlite": durable,
                 "in_memory": memory,
                 "durable_over_memory": round(durable["events_per_s"] / memory["events_per_s"], 3),
+                # CPU work per event, writer included: what durability costs, whatever
+                # else runs on the machine (wall-clock ratios sink when the writer has
+                # to wait for a core).
+                "durable_over_memory_per_cpu_s": round(
+                    durable["events_per_cpu_s"] / memory["events_per_cpu_s"], 3
+                ),
+                "loop": runtime.loop_name(),
                 "log_lines": log_lines,
-                "target": {"durable_events_per_s": 3000, "durable_over_memory": 0.5},
+                "target": {"durable_events_per_s": 8000, "durable_over_memory": 0.85},
             },
             indent=2,
         )

@@ -70,6 +70,10 @@ class Redactor:
             return text
         return self._pattern.sub(MASK, text)
 
+    def scrub_line(self, _logger: WrappedLogger, _name: str, line: str) -> str:
+        """The processor after the JSON renderer: the rendered line, scrubbed."""
+        return line if self._pattern is None else self._pattern.sub(MASK, line)
+
     def scrub_value(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.scrub(value)
@@ -108,6 +112,11 @@ def forms(secret: str) -> set[str]:
                 repr(part)[1:-1],
             )
         )
+    # Each form once more as written inside a rendered JSON line (a repr in an exception's
+    # text, then JSON-escaped): JSON lines are scrubbed after rendering.
+    found |= {
+        json.dumps(form, ensure_ascii=ascii)[1:-1] for form in found for ascii in (True, False)
+    }
     return {form for form in found if len(form) >= MIN_LENGTH}
 
 
@@ -137,12 +146,17 @@ def configure(
         structlog.processors.add_log_level,
         _timestamp,
         structlog.processors.format_exc_info,
-        redactor,
     ]
     if pretty:
+        processors.append(redactor)
         processors.append(structlog.dev.ConsoleRenderer(colors=out.isatty()))
     else:
+        # Scrubbed once rendered: one regex scan of the line instead of one per value
+        # (half the cost of a line with secrets configured). The forms a secret is
+        # masked in include its JSON-escaped ones (:func:`forms`), so a secret in a
+        # value, an exception text or a traceback is masked in the line as in the value.
         processors.append(structlog.processors.JSONRenderer(serializer=_json))
+        processors.append(redactor.scrub_line)
     sink = _new_sink(out)
     structlog.configure(
         processors=processors,
