@@ -537,15 +537,6 @@ def test_an_event_about_a_chat_becomes_a_system_event() -> None:
 @pytest.mark.parametrize(
     ("event_type", "body"),
     [
-        # A card's button press: the chat is inside ``context``, not at the top.
-        (
-            "card.action.trigger",
-            {
-                "operator": {"open_id": "ou_mei"},
-                "action": {"value": {"choice": "yes"}, "tag": "button"},
-                "context": {"open_message_id": "om_card", "open_chat_id": "oc_room"},
-            },
-        ),
         # An edit names the message, not the chat, at the top.
         (
             "im.message.updated_v1",
@@ -562,6 +553,16 @@ def test_events_without_a_chat_are_skipped_as_unsupported(
     assert dropped(other(event_type, body)) == Dropped(
         SKIPPED, f"unsupported event type {event_type}"
     )
+
+
+def test_a_press_on_a_card_tether_did_not_make_is_skipped_with_its_reason() -> None:
+    body = {
+        "operator": {"open_id": "ou_mei"},
+        "action": {"value": {"choice": "yes"}, "tag": "button"},
+        "context": {"open_message_id": "om_card", "open_chat_id": "oc_room"},
+    }
+    outcome = dropped(other("card.action.trigger", body))  # our presses: test_buttons*.py
+    assert outcome == Dropped(SKIPPED, "card action without button data (not one of our cards)")
 
 
 CARD_SENT = {
