@@ -53,6 +53,7 @@ from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store
 from tether.memory.stores import open_store
 from tether.scheduler.jobs import JobError, check_targets, load_jobs
+from tether.scheduler.reminders import Reminders
 from tether.scheduler.routing import with_jobs
 from tether.scheduler.runner import Scheduler
 
@@ -115,7 +116,12 @@ class Gateway:
         self.outbox = Outbox(self.store, self.adapters, settings.outbox)
         self.llm = LLM(settings) if settings.llm else None
         #: The tools the model may call (Python, built-in, MCP): gateway/tools/toolbox.py.
-        self.toolbox = build_toolbox(settings, lambda: self.router, self.store)
+        #: Reminders and recurring jobs made in chat (scheduler/reminders.py).
+        interval = settings.pipeline.sweep_interval
+        self.reminders = Reminders(self.store, interval=interval) if scheduler else None
+        self.toolbox = build_toolbox(
+            settings, lambda: self.router, self.store, reminders=self.reminders
+        )
         self.pipeline = Pipeline(
             self.store,
             self.router,
@@ -253,6 +259,9 @@ class Gateway:
         if self.scheduler:
             undo.push_async_callback(_quietly, "scheduler.stop", self.scheduler.stop)
             await self.scheduler.start()
+        if self.reminders:
+            undo.push_async_callback(_quietly, "reminders.stop", self.reminders.stop)
+            await self.reminders.start(self.inbox)
         if self.watchdog:
             undo.push_async_callback(_quietly, "watchdog.stop", self.watchdog.stop)
             await self.watchdog.start()
@@ -305,6 +314,8 @@ class Gateway:
         log.info("gateway.stopping", drain_timeout_s=timeout)
         if self.watchdog:
             await self.watchdog.stop()
+        if self.reminders:
+            await self.reminders.stop()
         if self.scheduler:
             await self.scheduler.stop()
         for adapter in reversed(self._started):

@@ -121,9 +121,11 @@ def _parser() -> argparse.ArgumentParser:
     pair = command("pair", _pair, "list and approve senders waiting for pairing")
     pair.add_argument("action", choices=["list", "approve", "revoke"])
     pair.add_argument("what", nargs="?", help="CODE to approve, or platform:user to revoke")
-    jobs = command("jobs", _jobs, "list cron jobs (next and last fire), or fire one now")
-    jobs.add_argument("action", choices=["list", "run"])
-    jobs.add_argument("id", nargs="?", help="the job to fire (for run)")
+    jobs = command(
+        "jobs", _jobs, "list cron jobs (next and last fire), fire one now, or cancel one"
+    )
+    jobs.add_argument("action", choices=["list", "run", "cancel"])
+    jobs.add_argument("id", nargs="?", help="the job to fire (run) or made in chat to cancel")
     return parser
 
 
@@ -389,8 +391,8 @@ def _iso(timestamp: float) -> str:
 
 
 def _jobs(settings: Settings, args: argparse.Namespace) -> int:
-    if args.action == "run" and not args.id:
-        print("tether jobs run: a job ID is required", file=sys.stderr)
+    if args.action in ("run", "cancel") and not args.id:
+        print(f"tether jobs {args.action}: a job ID is required", file=sys.stderr)
         return EXIT_CONFIG
     fire = args.action == "run"  # a manual fire on a new install waits in a new store
     return _on_store(

@@ -31,10 +31,11 @@ from tether.memory.records import (
     Usage,
     Window,
 )
+from tether.memory.reminders import MemoryReminders
 from tether.memory.store import Store
 
 
-class MemoryStore(MemoryBlobs, OpsTables, ConsoleTables, Store):
+class MemoryStore(MemoryReminders, MemoryBlobs, OpsTables, ConsoleTables, Store):
     """Dicts and lists behind the store contract. Each method finishes its changes before
     it awaits anything, so calls on one event loop need no locks."""
 

@@ -15,7 +15,8 @@ Roles, in the order an event meets them:
 - :class:`OutboxStore`: the replies a checkpoint wrote, until they are sent;
 - :class:`ConversationStore`: history, the context window, summary, facts and spend;
 - :class:`PairingStore`: who asked to talk to the bot and who was approved;
-- :class:`ReportStore`: counts, spend, activity and dead letters, for status and the CLI.
+- :class:`ReportStore`: counts, spend, activity and dead letters, for status and the CLI;
+- :class:`ReminderStore`: reminders and recurring jobs made from chat.
 - :class:`ConsoleStore`: the web console's reads (series, events, timelines, chats).
 
 Why protocols whose methods are also ``abc.abstractmethod``: a consumer (and a test's
@@ -45,6 +46,7 @@ from tether.memory.records import (
     Usage,
     Window,
 )
+from tether.memory.reminders import Reminder, ReminderStatus
 
 
 class LaneLocks(Protocol):
@@ -291,6 +293,27 @@ class BlobStore(Protocol):
 
     @abc.abstractmethod
     async def blob(self, key: str) -> bytes | None: ...
+
+
+class ReminderStore(Protocol):
+    """Reminders and recurring jobs made from chat (:mod:`tether.memory.reminders`)."""
+
+    @abc.abstractmethod
+    async def add_reminder(self, reminder: Reminder) -> Reminder:
+        """Insert ``reminder`` unless its id exists; the stored row either way."""
+
+    @abc.abstractmethod
+    async def reminder(self, reminder_id: str) -> Reminder | None: ...
+
+    @abc.abstractmethod
+    async def reminders(
+        self, conversation: str | None = None, *, active: bool = True
+    ) -> list[Reminder]:
+        """Oldest first; of one conversation (None: all), only active ones unless not ``active``."""
+
+    @abc.abstractmethod
+    async def finish_reminder(self, reminder_id: str, status: ReminderStatus) -> bool:
+        """Mark an active reminder ``done`` or ``cancelled``; False if it was not active."""
 
 
 class ReportStore(Protocol):

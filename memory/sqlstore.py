@@ -33,6 +33,7 @@ from tether.memory.records import (
     Usage,
     Window,
 )
+from tether.memory.reminders import SqlReminders
 from tether.memory.rows import (
     Row,
     conversation_row,
@@ -54,7 +55,7 @@ class Commit(Protocol):
     def __call__(self, phase: int, *statements: Statement) -> Awaitable[None]: ...
 
 
-class SqlStore(SqlBlobs, ConsoleSql, Store):
+class SqlStore(SqlReminders, SqlBlobs, ConsoleSql, Store):
     #: An attribute, not a method: SQLite binds its link's own ``write`` here, so a write
     #: costs no extra call on the way to the writer.
     _write: Commit

@@ -45,6 +45,7 @@ from tether.memory.roles import (
     LaneLocks,
     OutboxStore,
     PairingStore,
+    ReminderStore,
     ReportStore,
     StepStore,
 )
@@ -88,7 +89,16 @@ class WritesFailing(RuntimeError):
     readiness does not report a store that would lose what it is given."""
 
 
-class Store(EventStore, OutboxStore, PairingStore, ReportStore, ConsoleStore, BlobStore, Protocol):
+class Store(
+    EventStore,
+    OutboxStore,
+    PairingStore,
+    ReportStore,
+    ReminderStore,
+    ConsoleStore,
+    BlobStore,
+    Protocol,
+):
     """Durable state behind every role. All methods are safe to call concurrently."""
 
     @abc.abstractmethod

@@ -1,4 +1,7 @@
-"""``tether jobs list`` and ``tether jobs run ID``: the scheduler seen from the store.
+"""``tether jobs list``, ``tether jobs run ID`` and ``tether jobs cancel ID``: the
+scheduler seen from the store. The list shows the YAML's jobs and the active ones made
+in chat (:mod:`tether.scheduler.reminders`, ids ``r-…``); ``cancel`` stops one of those
+(a YAML job is removed from the YAML instead).
 
 Both work beside a running gateway (they only read the store, or insert one event).
 A manual fire is inserted as ``received`` with its own key,
@@ -12,19 +15,25 @@ from __future__ import annotations
 import sys
 import uuid
 from datetime import datetime
+from typing import Protocol
 
 from tether.config.schema import Settings
-from tether.memory.roles import InboxStore
+from tether.memory.roles import InboxStore, ReminderStore
 from tether.scheduler.cron import parse_time, stamp, zone
 from tether.scheduler.jobs import Job, fire_key, last_cursor, load_jobs, manual_cursor, now_utc
+from tether.scheduler.reminders import cancel, to_job
 
 
-async def jobs_command(
-    settings: Settings, store: InboxStore, action: str, job_id: str | None
-) -> int:
+class JobStore(InboxStore, ReminderStore, Protocol):
+    """The ledger, and the jobs made in chat."""
+
+
+async def jobs_command(settings: Settings, store: JobStore, action: str, job_id: str | None) -> int:
     jobs = load_jobs(settings, import_handlers=False)
+    if action == "cancel":
+        return await _cancel(settings, jobs, store, str(job_id))
     if action == "list":
-        return await _list(jobs, store)
+        return await _list(jobs + [to_job(r) for r in await store.reminders()], store)
     found = next((job for job in jobs if job.id == job_id), None)
     if found is None:
         known = ", ".join(job.id for job in jobs) or "none configured"
@@ -69,6 +78,25 @@ async def _list(jobs: list[Job], store: InboxStore) -> int:
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
     return 0
+
+
+async def _cancel(settings: Settings, jobs: list[Job], store: JobStore, job_id: str) -> int:
+    found = await cancel(store, job_id)
+    if found is not None:
+        print(
+            f"cancelled {found.id} ({found.conversation}): {found.text!r}; a running gateway"
+            f" stops it within {settings.pipeline.sweep_interval:g}s"
+        )
+        return 0
+    if any(job.id == job_id for job in jobs):
+        print(
+            f"tether jobs cancel: {job_id!r} is configured in jobs: (remove it there);"
+            " cancel is for jobs made in chat",
+            file=sys.stderr,
+        )
+    else:
+        print(f"tether jobs cancel: no active job {job_id!r} made in chat", file=sys.stderr)
+    return 1
 
 
 async def _run(settings: Settings, job: Job, store: InboxStore) -> int:

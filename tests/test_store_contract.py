@@ -649,3 +649,42 @@ async def test_console_lists_failed_sends_newest_first(store: Store) -> None:
     ]
     assert await store.requeue("k#0")
     assert [s.key for s in await store.failed_sends()] == ["k#2"]
+
+
+def reminder(rid: str, conversation: str = "c1", **extra: Any) -> Any:
+    from tether.memory.reminders import Reminder
+
+    fields: dict[str, Any] = {
+        "id": rid,
+        "conversation": conversation,
+        "target": "test:c1",
+        "text": "send the report",
+        "cron": "0 9 * * 1-5",
+        "at": None,
+        "timezone": "Europe/Berlin",
+        "status": "active",
+        "event_key": "e1",
+        "created": 100.0,
+        "updated": 100.0,
+    }
+    return Reminder(**(fields | extra))
+
+
+async def test_reminders_are_added_once_listed_by_owner_and_finished_once(store: Store) -> None:
+    first = await store.add_reminder(reminder("r-1"))
+    assert first == reminder("r-1")
+    # A re-run adds the same id: ignored, the stored row answers (its text unchanged).
+    assert await store.add_reminder(reminder("r-1", text="other")) == first
+    once = reminder("r-2", cron=None, at="2026-12-01T08:00:00Z", created=200.0)
+    await store.add_reminder(once)
+    await store.add_reminder(reminder("r-3", conversation="c2", created=300.0))
+    assert [r.id for r in await store.reminders()] == ["r-1", "r-2", "r-3"]
+    assert [r.id for r in await store.reminders("c1")] == ["r-1", "r-2"]
+    assert await store.reminder("r-2") == once
+    assert await store.reminder("missing") is None
+    assert await store.finish_reminder("r-2", "done")
+    assert not await store.finish_reminder("r-2", "cancelled")  # only an active one
+    assert not await store.finish_reminder("missing", "cancelled")
+    assert [r.id for r in await store.reminders("c1")] == ["r-1"]
+    kept = await store.reminders("c1", active=False)
+    assert [(r.id, r.status) for r in kept] == [("r-1", "active"), ("r-2", "done")]

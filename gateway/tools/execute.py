@@ -82,6 +82,7 @@ async def execute(
     # Committed before the tool runs: a crash from here on leaves the ambiguous case.
     await steps.save_step(event, f"{key}:started", json.dumps({"attempt": ctx.attempt, **identity}))
     marks = _Marks(ctx)
+    ctx.data["tool.step"] = key  # a tool's own idempotency key (gateway/tools/reminders.py)
     started = time.monotonic()
     outcome, text = await _run(ctx, tools.get(name), name, raw, resumed, log)
     duration = round((time.monotonic() - started) * 1000, 2)

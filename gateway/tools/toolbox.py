@@ -58,21 +58,13 @@ class Toolbox:
         self.sources = list(sources)
         self._check_names()
 
-    def check(self, router: Router) -> None:
-        """Raise ToolClash if ``router`` (a reload's new one) would bring a tool whose name
-        another source offers: the reload is refused, as the start would be."""
-        self._check_names(router)
-
-    def _check_names(self, router: Router | None = None) -> None:
+    def _check_names(self) -> None:
         seen: dict[str, str] = {}
         for source in self.sources:
             if not isinstance(source, Named):
                 continue
             label = _label(source)
-            names = source.names()
-            if router is not None and isinstance(source, RouterTools):
-                names = [tool.name for tool in router.tools()]
-            for name in names:
+            for name in source.names():
                 if name in seen:
                     raise ToolClash(
                         f"tool name {name!r} is offered twice: by {seen[name]} and by {label};"
@@ -136,8 +128,14 @@ def build_toolbox(
     sources that need more than the settings (schedules keep their jobs in the store).
     """
     from tether.gateway.tools.builtin import BuiltinTools
+    from tether.gateway.tools.mcp import McpTools
+    from tether.gateway.tools.reminders import reminder_tools
 
     sources: list[ToolSource] = [RouterTools(router), BuiltinTools(settings.agent.tools)]
+    if (reminders := reminder_tools(settings.agent.tools, extra.get("reminders"))) is not None:
+        sources.append(reminders)  # schedule, list_schedules, cancel_schedule
+    if settings.mcp.servers:
+        sources.append(McpTools(settings.mcp))  # mcp.servers: gateway/tools/mcp.py
     return Toolbox(sources)
 
 

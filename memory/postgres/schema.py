@@ -168,6 +168,23 @@ MIGRATIONS: list[str] = [
         created DOUBLE PRECISION NOT NULL
     );
     """,
+    # reminders and recurring jobs made from chat (memory/reminders.py)
+    """
+    CREATE TABLE reminders (
+        id           TEXT PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        target       TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        cron         TEXT,
+        at           TEXT,
+        timezone     TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        event_key    TEXT NOT NULL,
+        created      DOUBLE PRECISION NOT NULL,
+        updated      DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX reminders_conversation ON reminders(conversation, status);
+    """,
 ]
 
 

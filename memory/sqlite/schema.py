@@ -166,6 +166,23 @@ MIGRATIONS: list[str] = [
         created REAL NOT NULL
     ) WITHOUT ROWID;
     """,
+    # reminders and recurring jobs made from chat (memory/reminders.py)
+    """
+    CREATE TABLE reminders (
+        id           TEXT PRIMARY KEY,
+        conversation TEXT NOT NULL,
+        target       TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        cron         TEXT,
+        at           TEXT,
+        timezone     TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        event_key    TEXT NOT NULL,
+        created      REAL NOT NULL,
+        updated      REAL NOT NULL
+    );
+    CREATE INDEX reminders_conversation ON reminders(conversation, status);
+    """,
 ]
 
 

@@ -1,0 +1,210 @@
+"""Built-in tools for reminders made in chat: ``schedule``, ``list_schedules`` and
+``cancel_schedule`` (each switched by ``agent.tools``).
+
+"Remind me every weekday at 9 to send the report" becomes a durable job owned by the
+conversation that asked (:mod:`tether.scheduler.reminders` stores and fires it). All
+three are idempotent: ``schedule`` stores its reminder under an id made from the event
+key and the call's place in the turn (``tool:R:I``), so a re-run after a crash finds
+the same row instead of adding a second; cancelling twice cancels once.
+
+Times the model may give ``schedule``: ``at`` as ISO-8601 (``2026-12-01T09:00``, in
+``timezone`` when it has no offset) or relative (``+10m``, ``+2h``, ``+1d``, ``+1h30m``);
+``cron`` as a crontab line (5 fields, 6 with seconds first, or ``@daily``) read in
+``timezone`` (default UTC). Anything it cannot read goes back to the model as a
+:class:`~.spec.ToolError` saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from tether.config.tools import ToolsConfig
+from tether.gateway.tools.python import python_tool
+from tether.gateway.tools.spec import Tool, ToolError
+from tether.scheduler.cron import Schedule, stamp, zone
+from tether.scheduler.reminders import (
+    MAX_AHEAD,
+    Reminders,
+    describe,
+    new_reminder,
+    reminder_id,
+)
+
+if TYPE_CHECKING:
+    from tether.gateway.context import Context
+
+#: Where the tool loop leaves the running call's step name (``tool:R:I``), if it does.
+STEP_DATA = "tool.step"
+_RELATIVE = re.compile(r"\+(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+MAX_TEXT = 2000
+NAMES = ("schedule", "list_schedules", "cancel_schedule")
+
+
+def parse_at(value: str, timezone: str, now: datetime) -> datetime:
+    """``at`` as an aware UTC time, or a ToolError saying what is wrong."""
+    text = value.strip()
+    relative = _RELATIVE.fullmatch(text)
+    if relative and any(relative.groups()):
+        days, hours, minutes, seconds = (int(g or 0) for g in relative.groups())
+        try:
+            delta = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+        except OverflowError:
+            raise ToolError(f"at {value!r}: too far ahead") from None
+        if delta > MAX_AHEAD:
+            raise ToolError(f"at {value!r}: at most {MAX_AHEAD.days} days ahead")
+        return now + delta
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ToolError(
+            f"at {value!r}: expected ISO-8601 like 2026-12-01T09:00 (in timezone), or"
+            " relative like +10m, +2h, +1d"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=zone(timezone))
+    moment = moment.astimezone(UTC)
+    if moment <= now:
+        raise ToolError(f"at {value!r} is in the past (now: {stamp(now)})")
+    if moment - now > MAX_AHEAD:
+        raise ToolError(f"at {value!r}: at most {MAX_AHEAD.days} days ahead")
+    return moment
+
+
+class ReminderTools:
+    """``schedule``, ``list_schedules``, ``cancel_schedule`` over :class:`Reminders`."""
+
+    label = "reminder tools"
+
+    def __init__(self, config: ToolsConfig, reminders: Reminders) -> None:
+        self._config = config
+        self.reminders = reminders
+        self._tools = {tool.name: tool for tool in self._build()}
+
+    def names(self) -> list[str]:
+        return [name for name in self._tools if self._config.enabled(name)]
+
+    async def tools(self, ctx: Context) -> list[Tool]:
+        config = ctx.llm.settings.agent.tools if ctx.llm.configured else self._config
+        return [tool for name, tool in self._tools.items() if config.enabled(name)]
+
+    def _build(self) -> list[Tool]:
+        reminders = self.reminders
+
+        async def schedule(
+            ctx: Context,
+            text: str,
+            at: str | None = None,
+            cron: str | None = None,
+            timezone: str | None = None,
+        ) -> str:
+            """Schedule a reminder in this chat: once (``at``) or recurring (``cron``).
+
+            When it fires, the text is posted in this chat. Use it when the person asks
+            to be reminded of something or for a recurring message ("every weekday at
+            9"). Give exactly one of at or cron.
+
+            Args:
+                text: What to post when it fires, e.g. "Send the weekly report".
+                at: For a one-off: ISO-8601 time like 2026-12-01T09:00 (read in timezone
+                    when it has no offset) or relative like +10m, +2h, +1d.
+                cron: For a recurring one: a crontab line, minute hour day month weekday
+                    (e.g. "0 9 * * 1-5" is every weekday at 9:00), or @daily.
+                timezone: IANA time zone like Europe/Berlin for at and cron; default UTC.
+            """
+            return await _schedule(reminders, ctx, text, at, cron, timezone)
+
+        async def list_schedules(ctx: Context) -> str:
+            """List the reminders and recurring jobs this chat has scheduled, with ids."""
+            found = await reminders.owned(ctx.conversation)
+            if not found:
+                return "no schedules in this chat"
+            now = datetime.now(UTC)
+            return "\n".join(describe(reminder, now) for reminder in found)
+
+        async def cancel_schedule(ctx: Context, id: str) -> str:
+            """Cancel one of this chat's reminders or recurring jobs.
+
+            Args:
+                id: Its id, as list_schedules or schedule showed it (r-...).
+            """
+            cancelled = await reminders.cancel(id.strip(), ctx.conversation)
+            if cancelled is None:
+                raise ToolError(f"no active schedule {id!r} in this chat (see list_schedules)")
+            return f"cancelled {cancelled.id}: {cancelled.text}"
+
+        return [
+            _builtin(python_tool(schedule, idempotent=True)),
+            _builtin(python_tool(list_schedules, idempotent=True)),
+            _builtin(python_tool(cancel_schedule, idempotent=True)),
+        ]
+
+
+def _builtin(tool: Tool) -> Tool:
+    return Tool(
+        name=tool.name,
+        description=tool.description,
+        parameters=tool.parameters,
+        run=tool.run,
+        idempotent=tool.idempotent,
+        source="builtin",
+    )
+
+
+async def _schedule(
+    reminders: Reminders,
+    ctx: Context,
+    text: str,
+    at: str | None,
+    cron: str | None,
+    timezone: str | None,
+) -> str:
+    text = text.strip()
+    if not text:
+        raise ToolError("text is empty: say what to post when it fires")
+    if len(text) > MAX_TEXT:
+        raise ToolError(f"text is {len(text)} characters; at most {MAX_TEXT}")
+    if (at is None or not at.strip()) == (cron is None or not cron.strip()):
+        raise ToolError("give exactly one of at (a one-off) or cron (recurring)")
+    tz = (timezone or "UTC").strip() or "UTC"
+    try:
+        zone(tz)
+    except ValueError as exc:
+        raise ToolError(f"timezone: {exc}") from None
+    now = datetime.now(UTC)
+    moment = None
+    if at is not None and at.strip():
+        moment = parse_at(at, tz, now)
+    else:
+        assert cron is not None
+        cron = " ".join(cron.split())
+        try:
+            parsed = Schedule.parse(cron, tz)
+        except ValueError as exc:
+            raise ToolError(f"cron {cron!r}: {exc}") from None
+        if parsed.next_after(now) is None:
+            raise ToolError(f"cron {cron!r} never fires again")
+    position = ctx.data.get(STEP_DATA) or "call:" + json.dumps(
+        [text, at, cron, timezone], ensure_ascii=False
+    )
+    made = new_reminder(
+        reminder_id=reminder_id(ctx.event.key, str(position)),
+        conversation=ctx.conversation,
+        target=ctx.event.conversation.target().key,
+        text=text,
+        cron=cron if moment is None else None,
+        at=moment,
+        timezone=tz,
+        event_key=ctx.event.key,
+    )
+    stored = await reminders.add(made)
+    return "scheduled " + describe(stored, now)
+
+
+def reminder_tools(config: ToolsConfig, reminders: Reminders | None) -> ReminderTools | None:
+    """The source, when the gateway runs reminders and any of the three is switched on."""
+    if reminders is None or not any(config.enabled(name) for name in NAMES):
+        return None
+    return ReminderTools(config, reminders)

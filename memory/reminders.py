@@ -1,0 +1,152 @@
+"""Reminders and recurring jobs made from chat (the ``schedule`` tool): the record and
+the store role's two implementations, mixed into the stores.
+
+A reminder belongs to the conversation that made it (only that conversation lists or
+cancels it from chat; an operator can cancel any with ``tether jobs cancel``). Its id
+is deterministic — made by the scheduler from the event key and the tool call's
+position — so a turn that runs again after a crash adds the same row, which the insert
+ignores: one reminder, however many runs. Rows are never deleted: ``done`` (a one-off
+that fired) and ``cancelled`` ones stay for the record.
+
+When it fires is the scheduler's business (:mod:`tether.scheduler.reminders`): this
+module only keeps the rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from tether.memory.sql import ACCEPT
+
+ReminderStatus = Literal["active", "done", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reminder:
+    #: The job id: part of every fire's key (``cron:{id}:{time}``).
+    id: str
+    #: The session that made it (memory/lane key): only it lists and cancels from chat.
+    conversation: str
+    #: Where the reminder is posted: ``platform:chat[:thread]``.
+    target: str
+    text: str
+    #: A recurring job's crontab line, or None for a one-off.
+    cron: str | None
+    #: A one-off's time (UTC ISO-8601), or None for a recurring job.
+    at: str | None
+    timezone: str
+    status: ReminderStatus
+    #: The event whose turn made it.
+    event_key: str
+    created: float
+    updated: float
+
+
+COLUMNS = "id, conversation, target, text, cron, at, timezone, status, event_key, created, updated"
+ADD = (
+    f"INSERT INTO reminders ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (id) DO NOTHING"
+)
+ONE = f"SELECT {COLUMNS} FROM reminders WHERE id = ?"
+ALL = f"SELECT {COLUMNS} FROM reminders ORDER BY created, id"
+ACTIVE = f"SELECT {COLUMNS} FROM reminders WHERE status = 'active' ORDER BY created, id"
+FINISH = "UPDATE reminders SET status = ?, updated = ? WHERE id = ? AND status = 'active'"
+
+
+def _reminder(row: Sequence[Any]) -> Reminder:
+    return Reminder(
+        id=str(row[0]),
+        conversation=str(row[1]),
+        target=str(row[2]),
+        text=str(row[3]),
+        cron=None if row[4] is None else str(row[4]),
+        at=None if row[5] is None else str(row[5]),
+        timezone=str(row[6]),
+        status=row[7],
+        event_key=str(row[8]),
+        created=float(row[9]),
+        updated=float(row[10]),
+    )
+
+
+def _values(reminder: Reminder) -> tuple[Any, ...]:
+    r = reminder
+    return (r.id, r.conversation, r.target, r.text, r.cron, r.at, r.timezone, r.status,
+            r.event_key, r.created, r.updated)  # fmt: skip
+
+
+def _select(rows: list[Reminder], conversation: str | None, active: bool) -> list[Reminder]:
+    return [
+        r
+        for r in rows
+        if (conversation is None or r.conversation == conversation)
+        and (not active or r.status == "active")
+    ]
+
+
+class SqlReminders:
+    """The reminders role over SQL, for :class:`~tether.memory.sqlstore.SqlStore`."""
+
+    if TYPE_CHECKING:  # provided by SqlStore and its engine
+
+        async def _rows(self, text: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+        _write: Callable[..., Awaitable[None]]
+
+    async def add_reminder(self, reminder: Reminder) -> Reminder:
+        await self._write(ACCEPT, (ADD, _values(reminder)))
+        found = await self.reminder(reminder.id)
+        assert found is not None
+        return found
+
+    async def reminder(self, reminder_id: str) -> Reminder | None:
+        rows = await self._rows(ONE, (reminder_id,))
+        return _reminder(rows[0]) if rows else None
+
+    async def reminders(
+        self, conversation: str | None = None, *, active: bool = True
+    ) -> list[Reminder]:
+        rows = [_reminder(row) for row in await self._rows(ACTIVE if active else ALL)]
+        return _select(rows, conversation, active)
+
+    async def finish_reminder(self, reminder_id: str, status: ReminderStatus) -> bool:
+        before = await self.reminder(reminder_id)
+        if before is None or before.status != "active":
+            return False
+        await self._write(ACCEPT, (FINISH, (status, time.time(), reminder_id)))
+        after = await self.reminder(reminder_id)
+        return after is not None and after.status == status
+
+
+class MemoryReminders:
+    """The reminders role in a dict, for :class:`~tether.memory.inmemory.MemoryStore`."""
+
+    _reminder_rows: dict[str, Reminder] | None = None
+
+    @property
+    def _kept(self) -> dict[str, Reminder]:
+        if self._reminder_rows is None:
+            self._reminder_rows = {}
+        return self._reminder_rows
+
+    async def add_reminder(self, reminder: Reminder) -> Reminder:
+        return self._kept.setdefault(reminder.id, reminder)
+
+    async def reminder(self, reminder_id: str) -> Reminder | None:
+        return self._kept.get(reminder_id)
+
+    async def reminders(
+        self, conversation: str | None = None, *, active: bool = True
+    ) -> list[Reminder]:
+        ordered = sorted(self._kept.values(), key=lambda r: (r.created, r.id))
+        return _select(ordered, conversation, active)
+
+    async def finish_reminder(self, reminder_id: str, status: ReminderStatus) -> bool:
+        found = self._kept.get(reminder_id)
+        if found is None or found.status != "active":
+            return False
+        self._kept[reminder_id] = replace(found, status=status, updated=time.time())
+        return True
