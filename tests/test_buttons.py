@@ -65,7 +65,7 @@ class Gate:
 
         @router.command("menu")
         async def menu(ctx: Context) -> None:
-            await ctx.reply("Vote?", buttons=MENU_WITH_LINK, quote=False)
+            await ctx.reply("Vote?", buttons=MENU_WITH_LINK)  # quoting the command
 
         @router.callback("vote:")
         async def voted(ctx: Context) -> None:
@@ -261,6 +261,7 @@ async def test_telegram_renders_an_inline_keyboard(tmp_path: Path, telegram: Fak
         await gateway.drain()
     (sent,) = telegram.sent
     assert sent["text"] == "Vote?"
+    assert sent["reply_parameters"]["message_id"] == 1  # the /menu message, quoted
     assert sent["reply_markup"] == {
         "inline_keyboard": [
             [
@@ -348,6 +349,7 @@ async def test_discord_renders_components_and_a_press_twice_runs_once_acked_in_t
             },
         ]
         assert fake.posts[0].body["nonce"] == send_nonce(f"dc:msg:{asked['id']}#0")
+        assert fake.posts[0].body["message_reference"]["message_id"] == int(asked["id"])
 
         press = fake.press_payload("vote:no", on=card)
         await fake.dispatch("INTERACTION_CREATE", press)
@@ -411,7 +413,7 @@ async def test_feishu_renders_a_card_and_a_press_twice_runs_once_answered_in_tim
         assert (await post_feishu(gateway, message_event("om_menu", "/menu")))[0] == 200
         await feishu.until(lambda: len(feishu.messages) >= 1)
         card = feishu.messages[0]
-        assert card["msg_type"] == "interactive"
+        assert (card["msg_type"], card["parent_id"]) == ("interactive", "om_menu")
         assert card["uuid"] == send_uuid("fs:msg:om_menu#0")
         elements = card["content"]["elements"]
         assert elements[0] == {"tag": "div", "text": {"tag": "plain_text", "content": "Vote?"}}
@@ -525,3 +527,22 @@ async def test_a_press_the_store_refused_is_not_acknowledged(
         await fake.dispatch("INTERACTION_CREATE", kept)
         await fake.wait_for(lambda: int(kept["id"]) in fake.callback_at)
     assert list(fake.callback_at) == [int(kept["id"])]
+
+
+async def test_access_rules_apply_to_presses(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, access={"allow": ["loopback:u1"], "pairing": False})
+    gate = Gate()
+    gate.release.set()
+    adapter = LoopbackAdapter()
+    root = Router("root")
+    root.include(gate.router())
+    with structlog.testing.capture_logs() as logs:
+        async with running(settings, root, adapter) as (gateway, _):
+            stranger = _press("vote:yes", "loopback:press:stranger")
+            stranger = stranger.model_copy(update={"sender": Sender(id="u2")})
+            await adapter.deliver(stranger, _press("vote:no", "loopback:press:allowed"))
+            await adapter.wait_for_sent(1)
+            await gateway.drain()
+    assert gate.runs == ["vote:no"]
+    (denied,) = events_named(logs, "access.denied")
+    assert denied["sender"] == "loopback:u2"
