@@ -193,3 +193,48 @@ def test_header_and_env_values_are_secrets() -> None:
     )
     assert {"hdr-s3cret-1", "env-s3cret-2"} <= set(settings.secrets())
     assert "s3cret" not in str(settings.masked())
+
+
+# -- through the agent ------------------------------------------------------------------
+
+
+async def test_the_model_calls_an_mcp_tool_through_tether(
+    tmp_path: Path, server_file: Path
+) -> None:
+    from tests.conftest import make_settings, running
+    from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
+
+    def reply(body: Body) -> str | Body:
+        results = [m["content"] for m in body["messages"] if m.get("role") == "tool"]
+        if results:
+            return f"The sum is {results[-1]}."
+        return asks_for(tool_call("demo__add", {"a": 2, "b": 3}, id="call-1"))
+
+    fake = FakeOpenAI(reply=reply)
+    await fake.start()
+    entry = {"command": [sys.executable, str(server_file), str(tmp_path / "counter")]}
+    settings = make_settings(
+        tmp_path,
+        agent={"handler": "llm"},
+        llm={
+            "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 30}},
+            "models": {"main": {"provider": "fake", "model": "main-model"}},
+            "default": "main",
+        },
+        mcp={"servers": {"demo": entry}},
+    )
+    try:
+        with structlog.testing.capture_logs() as logs:
+            async with running(settings) as (gateway, loop):
+                await loop.say("what is 2 + 3?")
+                sent = await loop.wait_for_sent(1, timeout=60)
+                await gateway.drain()
+    finally:
+        await fake.close()
+    assert sent[0].message.text == "The sum is 5."
+    assert {"demo__add", "demo__bump"} <= set(fake.requests[0].tools)
+    assert fake.requests[-1].tool_results[0]["content"] == "5"
+    started = [e for e in logs if e["event"] == "mcp.started"]
+    assert started and started[0]["server"] == "demo" and started[0]["tools"] == 5
+    done = [e for e in logs if e["event"] == "tool.done"]
+    assert done and done[0]["tool"] == "demo__add"

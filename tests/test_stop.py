@@ -140,3 +140,59 @@ async def test_help_lists_stop(tmp_path: Path) -> None:
         await loop.say("/help")
         sent = await loop.wait_for_sent(1)
     assert "/stop - " in sent[0].message.text
+
+
+async def test_stop_ends_a_turn_waiting_on_a_slow_tool_and_the_next_is_answered(
+    tmp_path: Path, service: SlowService
+) -> None:
+    """Through the llm agent's tool loop: the model asks for a tool that waits on the
+    slow service; /stop ends the turn, the next message gets a normal answer."""
+    from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
+    from tether.gateway.app import load_router
+
+    def reply(body: Body) -> str | Body:
+        last = [m for m in body["messages"] if m.get("role") == "user"][-1]["content"]
+        if last == "look it up":
+            return asks_for(tool_call("slow_lookup", {}, id="call-1"))
+        return f"plain answer to {last}"
+
+    tools = Router("slow-tools")
+
+    @tools.tool()
+    async def slow_lookup() -> str:
+        """Look something up in the slow service."""
+        async with aiohttp.ClientSession() as http, http.get(service.url) as response:
+            return await response.text()
+
+    fake = FakeOpenAI(reply=reply)
+    await fake.start()
+    settings = make_settings(
+        tmp_path,
+        agent={"handler": "llm"},
+        llm={
+            "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 30}},
+            "models": {"main": {"provider": "fake", "model": "main-model"}},
+            "default": "main",
+        },
+    )
+    root = Router("root")
+    root.include(tools)
+    root.include(load_router(settings))
+    try:
+        async with running(settings, root) as (gateway, loop):
+            asked = await loop.say("look it up")
+            await service.arrived.wait()  # the tool is waiting on the service
+            await loop.say("/stop")
+            sent = await loop.wait_for_sent(2)
+            assert sorted(d.message.text for d in sent) == sorted([STOPPED_NOTICE, STOPPED_ANSWER])
+            await loop.say("and now?")
+            sent = await loop.wait_for_sent(3)
+            assert sent[2].message.text == "plain answer to and now?"
+            await gateway.drain()
+    finally:
+        await fake.close()
+    assert not service.release.is_set() and service.calls == 1
+    status = dict(db_rows(tmp_path, "SELECT key, status FROM inbox"))
+    assert status[asked.key] == "done"
+    steps = dict(db_rows(tmp_path, "SELECT name, result FROM steps WHERE event_key = ?", asked.key))
+    assert "tool:0:0:started" in steps and "tool:0:0" not in steps  # shows where it stopped
