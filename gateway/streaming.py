@@ -26,7 +26,9 @@ id was saved (one store write, milliseconds). The restart cannot know about that
 message and sends a new preview, so a stale partial preview stays beside the answer.
 Discord and Feishu close even that window: the preview is sent with the idempotency
 key of ``{event}#preview`` (nonce, uuid), so sending it again returns the same message.
-On Telegram it is the same window as any send's (docs/agent.md, "Streaming").
+On Telegram it is the same window as any send's (docs/agent.md, "Streaming"), and so
+is a preview send that failed ambiguously (a timeout): it is not tried again, the
+answer goes as a message of its own, and if that preview did arrive it stays too.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from tether.events import REPLY_META, OutMessage
 from tether.gateway import metrics
 from tether.gateway.edits import EDIT_META
 from tether.gateway.llm_stream import LISTENER
+from tether.gateway.logs import redactor
 from tether.gateway.splitting import split_text
 
 if TYPE_CHECKING:
@@ -130,8 +133,16 @@ class StreamedReply:
         self._wake.set()
 
     async def _pump(self, adapter: Adapter) -> None:
-        """Show the text so far, as often as the platform allows, until the stream ends."""
-        log = self.ctx.log.bind(platform=adapter.platform)
+        """Show the text so far, as often as the platform allows, until the stream ends.
+        Never raises: a preview is a courtesy, and the answer goes out without it."""
+        try:
+            await self._previews(adapter)
+        except Exception as exc:
+            metrics.labelled(metrics.STREAM, adapter.platform, "failed").inc()
+            error = redactor.scrub(f"{type(exc).__name__}: {exc}")[:300]
+            self.ctx.log.warning("stream.failed", preview=self.preview, error=error)
+
+    async def _previews(self, adapter: Adapter) -> None:
         limit = adapter.edit_limit
         while not self._done.is_set():
             waiting = asyncio.ensure_future(self._wake.wait())
@@ -142,9 +153,10 @@ class StreamedReply:
             if self._done.is_set():
                 return
             self._wake.clear()
-            start = self._first_at or _now()
-            due = start + FIRST_AFTER if self.preview is None else self._last_at
-            due += 0 if self.preview is None else adapter.edit_interval
+            if self.preview is None:  # wait until the model has written for a while
+                due = (self._first_at or _now()) + FIRST_AFTER
+            else:  # and between edits, as long as the platform asks
+                due = self._last_at + adapter.edit_interval
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._done.wait(), max(0.0, due - _now()))
             if self._done.is_set():
@@ -154,12 +166,7 @@ class StreamedReply:
             text = self._clip(adapter, self._text)
             if not text.strip() or text == self._shown:
                 continue
-            try:
-                await self._show(adapter, text)
-            except Exception as exc:  # a preview is a courtesy: the answer still goes
-                metrics.labelled(metrics.STREAM, adapter.platform, "failed").inc()
-                log.warning("stream.failed", preview=self.preview, error=f"{exc}"[:300])
-                return
+            await self._show(adapter, text)
 
     async def _show(self, adapter: Adapter, text: str) -> None:
         event = self.ctx.event

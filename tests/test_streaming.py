@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import structlog
 
 from tests.conftest import db_rows, make_settings, spawn_run, subprocess_env, write_config
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscord
@@ -34,9 +35,10 @@ from tests.fakes.feishu_api import (
 from tests.fakes.openai_api import API_KEY, FakeOpenAI
 from tests.fakes.openai_stream import Pacing
 from tests.fakes.telegram_api import FakeTelegram
-from tether.adapters.telegram.markdown import readable
+from tether.adapters.telegram.markdown import readable, shown_length
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
+from tether.gateway.splitting import split_text
 from tether.gateway.streaming import PREVIEW_STEP
 
 ANSWER = (
@@ -167,6 +169,53 @@ async def test_a_quick_answer_is_one_message_without_a_preview(
     assert model.requests[0].body["stream"] is True
     assert telegram.texts.in_chat(42) == [SHOWN]
     assert telegram.texts.edits == []
+
+
+async def test_a_refused_preview_leaves_the_answer_to_one_plain_send(
+    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+) -> None:
+    model.pacing = Pacing(pieces=10, gap=0.3)
+    telegram.fail_next("sendMessage", 500, "Internal Server Error")  # the preview
+    settings = make_settings(tmp_path, **telegram_sections(telegram, model))
+    gateway = await run_gateway(settings)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            telegram.push(message=telegram.message(42, "how does streaming work?"))
+            await telegram.wait_for(lambda: telegram.texts.in_chat(42) == [SHOWN], timeout=30)
+            await gateway.drain()
+    finally:
+        await gateway.stop()
+    [failed] = [entry for entry in logs if entry["event"] == "stream.failed"]
+    assert failed["preview"] is None
+    assert telegram.texts.edits == []
+    assert db_rows(tmp_path, "SELECT count(*) FROM steps WHERE name = ?", PREVIEW_STEP) == [(0,)]
+
+
+async def test_an_answer_past_the_limit_streams_its_first_part_and_sends_the_rest(
+    tmp_path: Path, telegram: FakeTelegram
+) -> None:
+    long = "\n".join(f"Line {n}: the model keeps writing, and writing more." for n in range(110))
+    parts = [readable(part) for part in split_text(long, 4096, shown_length)]
+    assert len(parts) == 2
+    model = FakeOpenAI(reply=lambda body: long, pacing=Pacing(pieces=12, gap=0.3))
+    await model.start()
+    settings = make_settings(tmp_path, **telegram_sections(telegram, model))
+    gateway = await run_gateway(settings)
+    try:
+        telegram.push(message=telegram.message(42, "write a lot"))
+        await telegram.wait_for(lambda: telegram.texts.in_chat(42) == parts, timeout=30)
+        await gateway.drain()
+    finally:
+        await gateway.stop()
+        await model.close()
+    # The preview became the first part (never more than Telegram takes); the second
+    # part is a new message after it.
+    first, second = telegram.sent
+    first_id = telegram.texts.edits[-1].message_id
+    assert {edit.message_id for edit in telegram.texts.edits} == {first_id}
+    assert telegram.texts.shown[42, first_id] == parts[0]
+    assert "reply_parameters" in first and "reply_parameters" not in second
+    assert db_rows(tmp_path, "SELECT status FROM outbox") == [("sent",), ("sent",)]
 
 
 # -- Discord and Feishu -------------------------------------------------------------------

@@ -15,11 +15,15 @@ emoji, a rule becomes a line of dashes), not the Markdown source.
 
 from __future__ import annotations
 
+import re
+
 import telegramify_markdown
 from telegramify_markdown.config import RenderConfig
+from telegramify_markdown.entity import MessageEntity
 
 from tether.gateway.splitting import utf16_len
 
+_RESERVED = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
 #: One config for Tether, apart from the library's global one (which a plugin may change).
 _CONFIG = RenderConfig.isolated()
 
@@ -30,8 +34,33 @@ def formatted(text: str, fmt: str) -> str:
 
 
 def to_markdown_v2(text: str) -> str:
-    """Model Markdown as a MarkdownV2 string for ``parse_mode="MarkdownV2"``."""
-    return telegramify_markdown.markdownify(text, config=_CONFIG)
+    """Model Markdown as a MarkdownV2 string for ``parse_mode="MarkdownV2"``.
+
+    Markup with nothing to show (a lone fence, an empty link) converts to an empty
+    message, which Telegram refuses: such a text is sent as written, every reserved
+    character escaped.
+    """
+    plain, entities = telegramify_markdown.convert(text, config=_CONFIG)
+    if not plain.strip():
+        return _RESERVED.sub(r"\\\1", text)
+    return telegramify_markdown.entities_to_markdownv2(plain, _unnested(entities))
+
+
+def _unnested(entities: list[MessageEntity]) -> list[MessageEntity]:
+    """Without entities inside another of the same type (``*a *b* c*`` from odd model
+    text): MarkdownV2 cannot write those, and they look no different without."""
+    kept = []
+    for index, entity in enumerate(entities):
+        end = entity.offset + entity.length
+        if not any(
+            other.type == entity.type
+            and other.offset <= entity.offset
+            and end <= other.offset + other.length
+            and (other.offset, -other.length, seen) < (entity.offset, -entity.length, index)
+            for seen, other in enumerate(entities)
+        ):
+            kept.append(entity)
+    return kept
 
 
 def readable(text: str) -> str:
@@ -40,7 +69,7 @@ def readable(text: str) -> str:
         plain, _entities = telegramify_markdown.convert(text, config=_CONFIG)
     except Exception:  # a converter bug must not cost the reply: send the source
         return text
-    return plain or text
+    return plain if plain.strip() else text
 
 
 def shown_length(text: str) -> int:

@@ -234,6 +234,8 @@ class Texts:
             shown = rendered(text, params.get("parse_mode"))
         except Refused as exc:
             raise Refused(f"can't parse entities: {exc}") from exc
+        if not shown.strip():
+            raise Refused("message text is empty")
         if utf16(shown) > TEXT_LIMIT:
             raise Refused("MESSAGE_TOO_LONG")
         if shown == self.shown[key]:
