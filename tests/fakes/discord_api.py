@@ -606,6 +606,7 @@ class FakeDiscord:
         message = self._store_bot_message(channel, body)
         if failure is not None:
             if failure.delay:
+                self._changed()  # the message exists: a test may act before the answer
                 await asyncio.sleep(failure.delay)  # the fake is slow; the client gives up
             else:
                 post.status = failure.status

@@ -7,8 +7,9 @@ name them, and the resources of messages people sent.
   to the chat: a repeated one is just another stored file, as on Feishu);
 - ``hold("upload")``: uploads are stored, then their answers wait until
   :meth:`release` — the window between an upload and its message that a crash test
-  kills the gateway in; ``hold("message")``: messages are posted (visible), then
-  their answers wait — the platform has the message, the gateway does not know;
+  kills the gateway in; ``hold("message")``: messages showing a file are posted
+  (visible), then their answers wait — the platform has the message, the gateway
+  does not know;
 - ``add_resource(message_id, file_key, data)``: a file a person sent, served by
   ``GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type=...``.
 
@@ -131,13 +132,17 @@ class MediaFeishu(FakeFeishu):
         return web.json_response({"code": 0, "msg": "success", "data": {key_name: key}})
 
     async def _create(self, request: web.Request) -> web.Response:
-        answer = await self._check(request) or await super()._create(request)
-        await self._maybe_hold("message")
+        refused = await self._check(request)
+        answer = refused or await super()._create(request)
+        if refused is None and await self._shows_file(request):
+            await self._maybe_hold("message")
         return answer
 
     async def _reply(self, request: web.Request) -> web.Response:
-        answer = await self._check(request) or await super()._reply(request)
-        await self._maybe_hold("message")
+        refused = await self._check(request)
+        answer = refused or await super()._reply(request)
+        if refused is None and await self._shows_file(request):
+            await self._maybe_hold("message")
         return answer
 
     async def _record(self, request: web.Request) -> Call:
@@ -149,6 +154,11 @@ class MediaFeishu(FakeFeishu):
         call = Call(request.path, dict(request.query), body, size=len(raw))
         self.calls.append(call)
         return call
+
+    async def _shows_file(self, request: web.Request) -> bool:
+        raw = await request.read()
+        body = json.loads(raw) if raw else {}
+        return body.get("msg_type") in ("image", "file", "audio", "media")
 
     async def _check(self, request: web.Request) -> web.Response | None:
         """Refuse a message naming an image or file key that was never uploaded."""
