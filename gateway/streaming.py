@@ -40,7 +40,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from tether.adapters.base import Adapter
+from tether.adapters.base import Adapter, SendRetryable
 from tether.events import REPLY_META, OutMessage
 from tether.gateway import metrics
 from tether.gateway.edits import EDIT_META
@@ -166,7 +166,16 @@ class StreamedReply:
             text = self._clip(adapter, self._text)
             if not text.strip() or text == self._shown:
                 continue
-            await self._show(adapter, text)
+            try:
+                await self._show(adapter, text)
+            except SendRetryable as exc:  # rate-limited (not shown): wait, then the latest
+                if exc.retry_after is None:
+                    raise
+                self.ctx.log.info("stream.throttled", retry_after=exc.retry_after)
+                self._last_at = _now() + exc.retry_after - adapter.edit_interval
+                if self.preview is None:  # the first send waits as long
+                    self._first_at = self._last_at + adapter.edit_interval - FIRST_AFTER
+                self._wake.set()
 
     async def _show(self, adapter: Adapter, text: str) -> None:
         event = self.ctx.event

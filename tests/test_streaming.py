@@ -191,6 +191,28 @@ async def test_a_refused_preview_leaves_the_answer_to_one_plain_send(
     assert db_rows(tmp_path, "SELECT count(*) FROM steps WHERE name = ?", PREVIEW_STEP) == [(0,)]
 
 
+async def test_a_rate_limited_edit_waits_it_out_and_streaming_goes_on(
+    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+) -> None:
+    model.pacing = Pacing(pieces=16, gap=0.35)
+    telegram.fail_next("editMessageText", 429, "Too Many Requests: retry after 1", retry_after=1)
+    settings = make_settings(tmp_path, **telegram_sections(telegram, model))
+    gateway = await run_gateway(settings)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            telegram.push(message=telegram.message(42, "how does streaming work?"))
+            await telegram.wait_for(lambda: telegram.texts.in_chat(42) == [SHOWN], timeout=30)
+            await gateway.drain()
+    finally:
+        await gateway.stop()
+    events = [entry["event"] for entry in logs]
+    assert events.count("stream.throttled") == 1 and "stream.failed" not in events
+    [refused] = [c for c in telegram.calls_to("editMessageText") if c.status == 429]
+    after = [edit for edit in telegram.texts.edits if edit.at > refused.at]
+    assert after and after[0].at - refused.at >= 1.0 - 1e-3  # retry_after, waited out
+    assert len(telegram.sent) == 1
+
+
 async def test_an_answer_past_the_limit_streams_its_first_part_and_sends_the_rest(
     tmp_path: Path, telegram: FakeTelegram
 ) -> None:
