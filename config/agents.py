@@ -21,6 +21,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tether.config.llm import LLMRouteConfig
+from tether.config.mcp import McpToolFilter
 from tether.config.platforms import DiscordConfig, FeishuConfig, TelegramConfig
 from tether.config.section import Section
 
@@ -78,6 +79,8 @@ class AgentSpec(Section):
     daily_token_budget: int | None = Field(default=None, ge=1)
     access: AgentAccess = AgentAccess()
     platforms: AgentPlatforms = AgentPlatforms()
+    #: Which MCP tools this agent may call (``server__tool`` patterns; config/mcp.py).
+    mcp_tools: McpToolFilter = McpToolFilter()
 
     @field_validator("name")
     @classmethod

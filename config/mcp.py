@@ -12,6 +12,7 @@ carry tokens, so they are masked in ``tether check`` and scrubbed from every log
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Self
 
@@ -68,6 +69,20 @@ class McpServerConfig(Section):
         if self.url is None and self.headers:
             raise ValueError("headers are for a url; a command takes env")
         return self
+
+
+class McpToolFilter(Section):
+    """``agent.mcp_tools`` (and each ``agents[i].mcp_tools``): which MCP tools this agent
+    may call, by the name the model sees (``server__tool``; shell patterns like
+    ``git__*``). Empty ``allow``: all of them; ``deny`` is checked after it."""
+
+    allow: list[str] = []
+    deny: list[str] = []
+
+    def allows(self, name: str) -> bool:
+        if self.allow and not any(fnmatch.fnmatchcase(name, p) for p in self.allow):
+            return False
+        return not any(fnmatch.fnmatchcase(name, p) for p in self.deny)
 
 
 class McpConfig(Section):

@@ -33,7 +33,7 @@ from tether.config.llm import (
     LLMProviderConfig,
     LLMRouteConfig,
 )
-from tether.config.mcp import McpConfig
+from tether.config.mcp import McpConfig, McpToolFilter
 from tether.config.ops import AlertsConfig, OpsConfig, WatchdogConfig
 from tether.config.platforms import (
     ConsoleConfig,
@@ -95,6 +95,8 @@ class AgentConfig(Section):
     max_tool_rounds: int = Field(default=DEFAULT_MAX_TOOL_ROUNDS, ge=1, le=100)
     #: Built-in tools, each on unless switched off (``remember: false``).
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    #: Which MCP tools (``server__tool`` patterns) this agent may call (config/mcp.py).
+    mcp_tools: McpToolFilter = McpToolFilter()
 
 
 class MemoryConfig(Section):

@@ -78,6 +78,7 @@ def agent_settings(settings: Settings, spec: AgentSpec) -> Settings:
         handler=spec.handler,
         group_sessions=spec.group_sessions,
         on_edit=spec.on_edit,
+        mcp_tools=spec.mcp_tools,
     )
     update: dict[str, Any] = {"agent": agent, "agents": []}
     budgets = {

@@ -87,7 +87,7 @@ async def tools(server_file: Path, tmp_path: Path) -> AsyncIterator[McpTools]:
 
 
 async def listed(source: McpTools) -> dict[str, Tool]:
-    return {tool.name: tool for tool in await source.tools(CTX)}
+    return {tool.name: tool for server in source.servers.values() for tool in server.tools()}
 
 
 async def test_tools_are_listed_namespaced_and_called(tools: McpTools, tmp_path: Path) -> None:
@@ -180,6 +180,15 @@ def test_invalid_config_names_the_key_path(servers: Any, path: str, says: str) -
     assert says in str(caught.value)
 
 
+def test_an_agents_mcp_tools_filter_names_its_key_path() -> None:
+    with pytest.raises(ValidationError, match=r"agent\.mcp_tools\.alow|mcp_tools\.alow"):
+        Settings.model_validate({"agent": {"mcp_tools": {"alow": ["x"]}}})
+    spec = Settings.model_validate(
+        {"agents": [{"name": "a", "handler": "echo", "mcp_tools": {"allow": ["git__*"]}}]}
+    ).agents[0]
+    assert spec.mcp_tools.allows("git__log") and not spec.mcp_tools.allows("web__search")
+
+
 def test_header_and_env_values_are_secrets() -> None:
     settings = Settings.model_validate(
         {
@@ -215,7 +224,7 @@ async def test_the_model_calls_an_mcp_tool_through_tether(
     entry = {"command": [sys.executable, str(server_file), str(tmp_path / "counter")]}
     settings = make_settings(
         tmp_path,
-        agent={"handler": "llm"},
+        agent={"handler": "llm", "mcp_tools": {"deny": ["demo__die", "demo__h*"]}},
         llm={
             "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 30}},
             "models": {"main": {"provider": "fake", "model": "main-model"}},
@@ -232,7 +241,9 @@ async def test_the_model_calls_an_mcp_tool_through_tether(
     finally:
         await fake.close()
     assert sent[0].message.text == "The sum is 5."
-    assert {"demo__add", "demo__bump"} <= set(fake.requests[0].tools)
+    offered = set(fake.requests[0].tools)
+    assert {"demo__add", "demo__bump", "demo__fail"} <= offered
+    assert not {"demo__die", "demo__hang"} & offered  # this agent's mcp_tools.deny
     assert fake.requests[-1].tool_results[0]["content"] == "5"
     started = [e for e in logs if e["event"] == "mcp.started"]
     assert started and started[0]["server"] == "demo" and started[0]["tools"] == 5

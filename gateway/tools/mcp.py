@@ -310,4 +310,7 @@ class McpTools:
         await asyncio.gather(*(server.stop() for server in self.servers.values()))
 
     async def tools(self, ctx: Context) -> list[Tool]:
-        return [tool for server in self.servers.values() for tool in server.tools()]
+        """The servers' allowed tools that this turn's agent may call (``mcp_tools``)."""
+        turn = ctx.llm.settings.agent.mcp_tools if ctx.llm.configured else None
+        found = [tool for server in self.servers.values() for tool in server.tools()]
+        return [tool for tool in found if turn is None or turn.allows(tool.name)]
