@@ -291,11 +291,50 @@ async def test_the_live_stream_is_scrubbed_like_the_log() -> None:
     hub = LiveHub()
     logs.redactor.update(["live-secret-0123456789"])
     hub.attach()
-    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     hub._queues.add(queue)
     hub._loop, hub._thread = asyncio.get_running_loop(), threading.get_ident()
     structlog.get_logger("test").info("event.test", key="k", note="token live-secret-0123456789")
     structlog.get_logger("test").info("not a transition")
     line = queue.get_nowait()
-    assert line["event"] == "event.test" and "live-secret" not in json.dumps(line)
+    assert line is not None and line["event"] == "event.test" and "live-secret" not in json.dumps(line)
     assert queue.empty()
+
+
+async def test_an_open_live_stream_ends_when_the_gateway_stops(tmp_path: Path) -> None:
+    """aiohttp waits for running handlers at shutdown (60 s by default): the stream must
+    end by itself, or every stop would wait on a browser tab left open."""
+    gateway = Gateway(ui_settings(tmp_path), {"loopback": LoopbackAdapter()})
+    await gateway.start()
+    assert gateway.http is not None
+    base = f"http://127.0.0.1:{gateway.http.port}"
+    async with client() as session:
+        await log_in(session, base)
+        async with session.get(f"{base}/ui/api/live") as stream:
+            assert stream.headers["Content-Type"] == "text/event-stream"
+            assert await stream.content.readline() == b": connected\n"
+            await gateway.stop()
+            rest = await stream.content.read()  # EOF: the server ended the stream
+        assert b"gateway.stopping" in rest  # it saw the stop begin, as a transition
+
+
+async def test_no_query_makes_a_server_error(tmp_path: Path) -> None:
+    """The read-only pages take their input from the query string: any of it is a page."""
+    loop = asyncio.get_running_loop()
+    async with console(ui_settings(tmp_path)) as (_gateway, base), client() as session:
+        await log_in(session, base)
+
+        async def get(path: str, params: dict[str, str]) -> tuple[int, str]:
+            async with session.get(base + path, params=params, allow_redirects=False) as r:
+                return r.status, await r.text()
+
+        pages = ["/ui/events", "/ui/event", "/ui/conversation", "/ui/dead", "/ui/jobs",
+                 "/ui/api/chat/log", "/ui/login"]  # fmt: skip
+        keys = st.sampled_from(["key", "conversation", "status", "c", "chat", "next", "x"])
+
+        @given(path=st.sampled_from(pages), params=st.dictionaries(keys, _text))
+        def example(path: str, params: dict[str, str]) -> None:
+            status, text = asyncio.run_coroutine_threadsafe(get(path, params), loop).result(30)
+            assert status < 500, (path, params, text)
+
+        await asyncio.to_thread(example)

@@ -69,6 +69,7 @@ def mount_console(app: web.Application, host: ConsoleHost) -> None:
     ui.router.add_static("/static/", STATIC, append_version=True)
     app.router.add_get("/ui", _to_overview)  # before the sub-app, which would 404 it
     app.add_subapp("/ui", ui)
+    app.on_shutdown.append(hub.close)  # open live streams end with the server
     hub.attach()
     log.info("console.mounted", path="/ui", chat=render.chat)
 

@@ -33,7 +33,7 @@ QUEUE = 500
 
 class LiveHub:
     def __init__(self) -> None:
-        self._queues: set[asyncio.Queue[dict[str, Any]]] = set()
+        self._queues: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = 0
         self.dropped = 0
@@ -54,6 +54,17 @@ class LiveHub:
                     self._loop.call_soon_threadsafe(self._publish, line)
         return event_dict
 
+    async def close(self, _app: web.Application | None = None) -> None:
+        """End every stream (the server's shutdown): aiohttp would otherwise wait up to
+        its shutdown timeout for handlers that never return by themselves."""
+        for queue in self._queues:
+            while True:
+                try:
+                    queue.put_nowait(None)
+                    break
+                except asyncio.QueueFull:
+                    queue.get_nowait()  # make room: the page is going away anyway
+
     def _publish(self, line: dict[str, Any]) -> None:
         for queue in self._queues:
             try:
@@ -73,7 +84,7 @@ class LiveHub:
             }
         )
         await response.prepare(request)
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(QUEUE)
         self._queues.add(queue)
         try:
             await response.write(b": connected\n\n")
@@ -84,6 +95,8 @@ class LiveHub:
                 except TimeoutError:
                     await response.write(b": keepalive\n\n")
                     continue
+                if line is None:  # the server is shutting down
+                    break
                 data = json.dumps(line, default=str)
                 await response.write(f"data: {data}\n\n".encode())
         except ConnectionResetError:  # the page went away
