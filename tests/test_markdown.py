@@ -14,11 +14,14 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from tests.conftest import make_settings
+from tests.fakes.openai_api import API_KEY, FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fakes.telegram_text import Refused, parse_markdown_v2
 from tether.adapters.telegram.adapter import TelegramAdapter
 from tether.adapters.telegram.markdown import readable, shown_length, to_markdown_v2
 from tether.events import OutMessage, Target
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
 from tether.gateway.splitting import split_text, utf16_len
 
 MODEL_ANSWER = """\
@@ -175,3 +178,36 @@ def test_splitting_measures_what_telegram_shows() -> None:
 )
 def test_odd_model_text_still_converts_to_what_telegram_accepts(text: str, shown: str) -> None:
     assert parse_markdown_v2(to_markdown_v2(text))[0] == shown
+
+
+async def test_the_llm_agents_markdown_answer_renders_on_telegram(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    """End to end: the agent's answer is model Markdown, sent as MarkdownV2 and rendered."""
+    model = FakeOpenAI(reply=lambda body: MODEL_ANSWER)
+    await model.start()
+    telegram = {"token": fake.token, "base_url": fake.base_url, "poll_timeout": 1,
+                "rate_limits": False, "typing": False}  # fmt: skip
+    llm = {
+        "providers": {"fake": {"base_url": model.url, "api_key": API_KEY}},
+        "models": {"main": {"provider": "fake", "model": "main-model"}},
+    }
+    settings = make_settings(
+        tmp_path, platforms={"telegram": telegram}, llm=llm, agent={"handler": "llm"}
+    )
+    gateway = Gateway(settings, build_adapters(settings))
+    await gateway.start()
+    try:
+        with structlog.testing.capture_logs() as logs:
+            fake.push(message=fake.message(42, "what is the plan?"))
+            await fake.wait_for(lambda: bool(fake.sent), timeout=30)
+            await gateway.drain()
+    finally:
+        await gateway.stop()
+        await model.close()
+    assert not [e for e in logs if e["event"] == "telegram.format_fallback"]
+    [sent] = fake.sent
+    assert sent["parse_mode"] == "MarkdownV2"
+    shown, entities = parse_markdown_v2(sent["text"])
+    assert fake.texts.in_chat(42) == [shown] == [readable(MODEL_ANSWER)]
+    assert {"bold", "text_link", "code", "pre"} <= {e["type"] for e in entities}
