@@ -32,14 +32,26 @@ async def jobs_command(settings: Settings, store: JobStore, action: str, job_id:
     jobs = load_jobs(settings, import_handlers=False)
     if action == "cancel":
         return await _cancel(settings, jobs, store, str(job_id))
+    jobs += await _made_in_chat(store)
     if action == "list":
-        return await _list(jobs + [to_job(r) for r in await store.reminders()], store)
+        return await _list(jobs, store)
     found = next((job for job in jobs if job.id == job_id), None)
     if found is None:
         known = ", ".join(job.id for job in jobs) or "none configured"
         print(f"tether jobs run: no job {job_id!r} (jobs: {known})", file=sys.stderr)
         return 1
     return await _run(settings, found, store)
+
+
+async def _made_in_chat(store: JobStore) -> list[Job]:
+    """The active jobs made in chat; a row no schedule reads is left out and named."""
+    jobs: list[Job] = []
+    for reminder in await store.reminders():
+        try:
+            jobs.append(to_job(reminder))
+        except ValueError as exc:
+            print(f"tether jobs: {reminder.id}: {exc}", file=sys.stderr)
+    return jobs
 
 
 async def _list(jobs: list[Job], store: InboxStore) -> int:

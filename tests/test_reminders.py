@@ -168,6 +168,12 @@ async def test_tether_jobs_lists_and_cancels_a_chat_made_job(
         )
         assert listed.returncode == 0, listed.stderr.decode()
         assert rid in listed.stdout.decode() and "0 9 * * 1-5" in listed.stdout.decode()
+        ran = await asyncio.to_thread(
+            subprocess.run, [TETHER, "jobs", "run", rid, "-c", str(config)], capture_output=True
+        )
+        assert ran.returncode == 0 and f"fired cron:{rid}:manual:" in ran.stdout.decode()
+        sent = await loop.wait_for_sent(2, timeout=60)  # the sweep picks the fire up
+        assert sent[1].message.text == MARK + "water the plants"
         # Beside the running gateway, as an operator would.
         done = await asyncio.to_thread(
             subprocess.run, [TETHER, "jobs", "cancel", rid, "-c", str(config)], capture_output=True
