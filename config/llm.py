@@ -55,6 +55,9 @@ class LLMModelConfig(Section):
     #: tiktoken encoding for counting; by default from the model id, else ``o200k_base``.
     encoding: Literal["o200k_base", "cl100k_base"] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
+    #: The model takes images (OpenAI image content parts): the ``llm`` agent sends it
+    #: the photos people send; without it they are told the model cannot see them.
+    vision: bool = False
     #: Whether calls to this model may offer tools (docs/tools.md); ``false`` for a model
     #: or server without tool calling, which then answers without them.
     tools: bool = True

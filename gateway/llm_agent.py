@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from tether.config.schema import Settings
 from tether.events import Kind
+from tether.gateway import vision
 from tether.gateway.context import Context
 from tether.gateway.routing import Router
 from tether.gateway.streaming import StreamedReply
@@ -43,6 +44,11 @@ async def converse(ctx: Context, text: str | None = None) -> str:
     ):
         text = f"{event.sender.name or event.sender.id}: {text}"
     memory = settings.memory
+    seen = await vision.look(ctx, text)  # images for a vision model; notes for the rest
+    if seen.notes:  # what it cannot use is said plainly, never met with silence
+        await ctx.reply("\n".join(seen.notes))
+        if not text.strip() and not seen.parts:
+            return seen.notes[0]
     prompt = await assemble(
         ctx.memory,
         persona=settings.agent.persona,
@@ -50,8 +56,9 @@ async def converse(ctx: Context, text: str | None = None) -> str:
         facts_tokens=memory.facts_tokens,
         message=text,
     )
+    vision.attach(prompt.messages, seen)
     # Recorded first: if the budget stops this turn, the user's words are still kept.
-    ctx.memory.add("user", text)
+    ctx.memory.add("user", seen.memory_text)
     # Tools the model asks for run in between, each at most once (docs/tools.md).
     reply = await StreamedReply.open(ctx)  # shown while it is written (streaming.py)
     async with reply.streaming():
@@ -108,7 +115,7 @@ def llm_router(settings: Settings) -> Router:
         if ctx.event.kind is Kind.COMMAND:
             await ctx.reply(f"Unknown command /{ctx.event.command}. /help lists what I can do.")
             return
-        if ctx.event.text.strip():
+        if ctx.event.text.strip() or ctx.event.attachments:
             await converse(ctx)
 
     if settings.agent.on_edit == "reanswer":

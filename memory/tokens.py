@@ -21,8 +21,9 @@ import os
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import tiktoken
@@ -140,14 +141,30 @@ def _count_short(text: str, name: str) -> int:
     return len(encoding(name).encode_ordinary(text))
 
 
+#: What an image part is counted as in a prompt: OpenAI's cost of a high-detail
+#: 1024x1024 image (the API reports the true figure after the call).
+IMAGE_TOKENS = 765
+
+
 def count_message(text: str, name: str = DEFAULT_ENCODING) -> int:
     """Tokens one chat message costs in a prompt: its text plus the format's overhead."""
     return count(text, name) + MESSAGE_OVERHEAD
 
 
-def count_messages(messages: list[dict[str, str]], name: str = DEFAULT_ENCODING) -> int:
-    """Tokens of a whole chat prompt, including the 3 that prime the reply."""
-    return sum(count_message(m["content"], name) for m in messages) + 3
+def count_messages(messages: Sequence[Mapping[str, Any]], name: str = DEFAULT_ENCODING) -> int:
+    """Tokens of a whole chat prompt, including the 3 that prime the reply. A message's
+    content may be a list of parts (text and images, gateway/vision.py): its text
+    parts are counted, and each image as :data:`IMAGE_TOKENS`."""
+    total = 3
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, list):
+            texts = [str(p.get("text", "")) for p in content if p.get("type") == "text"]
+            images = sum(1 for p in content if p.get("type") == "image_url")
+            total += count_message(" ".join(texts), name) + images * IMAGE_TOKENS
+        else:
+            total += count_message(content, name)
+    return total
 
 
 def truncate(text: str, limit: int, name: str = DEFAULT_ENCODING) -> str:
