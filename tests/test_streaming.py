@@ -21,7 +21,14 @@ import aiohttp
 import pytest
 import structlog
 
-from tests.conftest import db_rows, make_settings, spawn_run, subprocess_env, write_config
+from tests.conftest import (
+    db_rows,
+    make_settings,
+    running,
+    spawn_run,
+    subprocess_env,
+    write_config,
+)
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.feishu_api import (
     APP_ID,
@@ -35,7 +42,10 @@ from tests.fakes.feishu_api import (
 from tests.fakes.openai_api import API_KEY, FakeOpenAI
 from tests.fakes.openai_stream import Pacing
 from tests.fakes.telegram_api import FakeTelegram
+from tether.adapters.base import Sent
+from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram.markdown import readable, shown_length
+from tether.events import OutMessage
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
 from tether.gateway.splitting import split_text
@@ -355,3 +365,38 @@ async def test_sigkill_mid_stream_ends_with_one_message_holding_the_full_text(
     assert len([c for c in telegram.calls_to("sendMessage") if c.status == 200]) == 1
     assert len(model.requests) == 2 and all(r.body.get("stream") for r in model.requests)
     assert db_rows(tmp_path, "SELECT status, attempts FROM inbox") == [("done", 2)]
+
+
+# -- the platform's edit cap ---------------------------------------------------------------
+
+
+class Editable(LoopbackAdapter):
+    """A platform that allows a few quick edits per message (like Feishu's 20, smaller)."""
+
+    can_edit, edit_interval, edit_limit = True, 0.05, 6
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.edits: list[tuple[str, str]] = []
+
+    async def edit(self, message: OutMessage, platform_id: str) -> Sent:
+        assert len([e for e in self.edits if e[0] == platform_id]) < self.edit_limit
+        self.edits.append((platform_id, message.text))
+        return Sent(platform_id=platform_id)
+
+
+async def test_a_preview_keeps_within_the_platforms_edit_cap_and_leaves_room_for_the_answer(
+    tmp_path: Path, model: FakeOpenAI
+) -> None:
+    model.pacing = Pacing(pieces=60, gap=0.04)  # many pieces, far more than 6 edits' worth
+    settings = make_settings(tmp_path, llm=llm_section(model), agent={"handler": "llm"})
+    adapter = Editable()
+    async with running(settings, adapter=adapter) as (gateway, loop):
+        await loop.say("how does streaming work?")
+        await gateway.drain()
+        await gateway.outbox.flush(10)
+    [preview] = adapter.sent
+    assert preview.message.key.endswith("#preview")
+    assert [edit[0] for edit in adapter.edits] == [preview.platform_id] * len(adapter.edits)
+    assert 2 <= len(adapter.edits) <= adapter.edit_limit - 1  # previews, then the answer
+    assert adapter.edits[-1][1] == ANSWER
