@@ -27,6 +27,7 @@ from tether.gateway.alerts import open_alerts
 from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
 from tether.gateway.init import add_init_command
 from tether.gateway.llm_keys import key_lines, live_keys
+from tether.gateway.multiagent import agent_lines, agents_report
 from tether.gateway.reload import RELOADED, request_reload
 from tether.gateway.start_errors import store_error
 from tether.memory.roles import PairingStore, ReportStore
@@ -306,6 +307,7 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
                 for platform, seen in activity.items()
             },
             "cron": cron,
+            "agents": agents_report(settings),
             "spend_today": spend,
             "llm_keys": keys,
             "alerts": [
@@ -321,6 +323,8 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
         received = _when(seen["received"]) if "received" in seen else "-"
         sent = _when(seen["sent"]) if "sent" in seen else "-"
         print(f"{platform:<12} {received:<22} {sent}")
+    for line in agent_lines(settings):
+        print(line)
     for entry in cron[:10]:
         print(f"next fire  {entry['job']:<24} {entry['next_fire']}")
     for line in key_lines(keys):

@@ -221,6 +221,7 @@ class AgentLLM(LLM):
 
     def __init__(self, shared: LLM, settings: Settings) -> None:  # no super().__init__: shares
         assert settings.llm is not None
+        self.shared = shared
         self.settings = settings
         self.config = settings.llm
         self._clients = shared._clients
@@ -243,7 +244,7 @@ class AgentsRouter(Router):
             name: _agent_router(name, self.specs[name], build(s))
             for name, s in self.settings.items()
         }
-        self._llms: dict[tuple[int, str], AgentLLM] = {}
+        self._llms: dict[str, AgentLLM] = {}
 
     def resolve(self, event: Event) -> tuple[Route, list[Middleware]] | None:
         agent = agent_of(event)
@@ -273,11 +274,11 @@ class AgentsRouter(Router):
             ctx: Context = data["ctx"]
             shared = ctx._llm
             if shared is not None:
-                key = (id(shared), agent)
-                if key not in self._llms:
-                    self._llms = {k: v for k, v in self._llms.items() if k[0] == id(shared)}
-                    self._llms[key] = AgentLLM(shared, self.settings[agent])
-                ctx._llm = self._llms[key]
+                view = self._llms.get(agent)
+                if view is None or view.shared is not shared:  # first use, or a reload
+                    view = self._llms[agent] = AgentLLM(shared, self.settings[agent])
+                ctx._llm = view
+                ctx.__dict__.pop("llm", None)  # a TaskLLM made before now had the shared one
             ctx.log = ctx.log.bind(agent=agent)
             source = "room" if event.key.startswith("room:") else "platform"
             ctx.log.info("agent.handling", source=source)
@@ -311,3 +312,27 @@ def _agent_router(name: str, spec: AgentSpec, router: Router) -> Router:
     guarded.middleware(agent_access)
     guarded.include(router)
     return guarded
+
+
+# -- tether status -----------------------------------------------------------------------
+
+
+def agents_report(settings: Settings) -> list[dict[str, Any]]:
+    """Each agent with its accounts (the names ``tether status`` lists activity under)."""
+    return [
+        {
+            "name": spec.name,
+            "accounts": [account(platform, spec.name) for platform in spec.platforms.enabled()],
+            "handler": spec.handler,
+            "respond_to_agents": spec.respond_to_agents,
+        }
+        for spec in settings.agents
+    ]
+
+
+def agent_lines(settings: Settings) -> list[str]:
+    return [
+        f"agent      {a['name']:<16} {' '.join(a['accounts']) or '(no accounts)'}"
+        f"  respond_to_agents={a['respond_to_agents']}"
+        for a in agents_report(settings)
+    ]

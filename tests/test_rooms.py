@@ -11,7 +11,9 @@ run`` mid-exchange loses nothing and duplicates nothing.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,15 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.conftest import db_rows, events_named, make_settings, spawn_run, write_config
+from tests.conftest import (
+    TETHER,
+    db_rows,
+    events_named,
+    make_settings,
+    spawn_run,
+    subprocess_env,
+    write_config,
+)
 from tests.fakes.discord_api import snowflake_at, user
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.room import (
@@ -197,7 +207,16 @@ async def test_sigkill_mid_exchange_loses_and_duplicates_nothing(
     assert room.sent("carol") == ["carol says ok"]
     statuses = db_rows(tmp_path, "SELECT status, count(*) FROM inbox GROUP BY status")
     assert statuses == [("done", 4)]
-    assert AGENTS  # the three agents ran in one process
+    # tether status names each agent and what each account received and sent.
+    status = await asyncio.create_subprocess_exec(
+        TETHER, "status", "--json", "-c", str(config),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env(),
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(status.communicate(), 60)
+    report = json.loads(out)
+    assert [agent["name"] for agent in report["agents"]] == list(AGENTS)
+    assert report["agents"][0]["accounts"] == ["telegram@alice"]
+    assert {f"telegram@{agent}" for agent in AGENTS} <= set(report["platforms"])
 
 
 # -- the same room on Discord: every bot receives every message, the others' included ----
