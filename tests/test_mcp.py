@@ -249,3 +249,66 @@ async def test_the_model_calls_an_mcp_tool_through_tether(
     assert started and started[0]["server"] == "demo" and started[0]["tools"] == 5
     done = [e for e in logs if e["event"] == "tool.done"]
     assert done and done[0]["tool"] == "demo__add"
+
+
+HTTP_SERVER = textwrap.dedent(
+    '''
+    import sys
+    from mcp.server.mcpserver import Context, MCPServer
+
+    server = MCPServer("web")
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @server.tool()
+    def token(ctx: Context) -> str:
+        """The X-Token header the request carried."""
+        request = ctx.request_context.request
+        return request.headers.get("x-token", "none") if request is not None else "-"
+
+    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    '''
+)
+
+
+async def test_a_streamable_http_server_gets_its_headers(tmp_path: Path) -> None:
+    import asyncio
+    import socket
+
+    script = tmp_path / "http_server.py"
+    script.write_text(HTTP_SERVER)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), str(port), stderr=asyncio.subprocess.PIPE
+    )
+    assert server.stderr is not None
+    try:
+        while b"running on" not in (line := await server.stderr.readline()).lower():
+            assert line, "the server exited before it listened"
+        secret = "hdr-0123456789-secret"
+        config = McpConfig.model_validate(
+            {
+                "servers": {
+                    "web": {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Token": secret}}
+                }
+            }
+        )
+        source = McpTools(config)
+        with structlog.testing.capture_logs() as logs:
+            await source.start()
+            try:
+                found = await listed(source)
+                assert await found["web__add"].run(CTX, {"a": 1, "b": 2}) == "3"
+                assert await found["web__token"].run(CTX, {}) == secret
+            finally:
+                await source.stop()
+        assert [e["transport"] for e in logs if e["event"] == "mcp.started"] == ["http"]
+        assert secret not in repr(logs)
+    finally:
+        server.terminate()
+        await server.wait()
