@@ -34,7 +34,7 @@ from tether.config.schema import AgentConfig, Settings
 from tether.events import Event
 from tether.gateway import metrics
 from tether.gateway.inbox import Inbox
-from tether.gateway.llm import LLM
+from tether.gateway.llm import LLM, Completion
 from tether.gateway.routing import Middleware, Route, Router
 
 if TYPE_CHECKING:
@@ -45,6 +45,9 @@ log = structlog.get_logger("tether.agents")
 
 AGENT_EVENTS = Counter(
     "tether_agent_events_total", "Inbound events by receiving agent and source", ["agent", "source"]
+)
+AGENT_TOKENS = Counter(
+    "tether_agent_llm_tokens_total", "LLM tokens (prompt + completion) by agent", ["agent"]
 )
 #: ``Event.meta`` key: the agent whose account received the event.
 AGENT = "agent"
@@ -227,6 +230,13 @@ class AgentLLM(LLM):
         self._clients = shared._clients
         self.pools = shared.pools
         self.breakers = shared.breakers
+
+    async def answer(self, *args: Any, **kwargs: Any) -> Completion:
+        """The shared :meth:`LLM.answer`, its tokens counted for this agent too (a step
+        replayed after a retry is not a call, so it is not counted again)."""
+        completion = await super().answer(*args, **kwargs)
+        AGENT_TOKENS.labels(self.settings.agent.name).inc(completion.tokens)
+        return completion
 
     async def close(self) -> None:
         """The shared LLM closes the clients; an agent's view has nothing of its own."""

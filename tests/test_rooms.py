@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import structlog
+from prometheus_client import REGISTRY
 
 from tests.conftest import (
     TETHER,
@@ -61,6 +62,28 @@ async def model() -> AsyncIterator[FakeOpenAI]:
         yield server
     finally:
         await server.close()
+
+
+COUNTED = [
+    "events:alice:platform",
+    "events:bob:room",
+    "events:carol:room",
+    "relays:bob",
+    "tokens:alice",
+    "tokens:bob",
+    "tokens:carol",
+]
+
+
+def metric(name: str) -> float:
+    """A sample of the agents' metrics, by a short name (``events:AGENT:SOURCE``...)."""
+    kind, agent, *rest = name.split(":")
+    sample = {
+        "events": ("tether_agent_events_total", {"agent": agent, "source": "".join(rest)}),
+        "relays": ("tether_room_relays_total", {"agent": agent}),
+        "tokens": ("tether_agent_llm_tokens_total", {"agent": agent}),
+    }[kind]
+    return REGISTRY.get_sample_value(*sample) or 0.0
 
 
 def room_config(room: TelegramRoom, model: FakeOpenAI, **rooms: Any) -> dict[str, Any]:
@@ -115,12 +138,17 @@ async def test_an_agent_that_names_another_gets_one_answer(
 ) -> None:
     settings = make_settings(tmp_path, **room_config(room, model))
     gateway = Gateway(settings, build_adapters(settings))
+    before = {name: metric(name) for name in COUNTED}
     await gateway.start()
     try:
         room.say(PEOPLE[0], "@alice_bot ask bob about lunch")
         await settled(gateway, room, 2)
     finally:
         await gateway.stop()
+    moved = {name: metric(name) - before[name] for name in COUNTED}
+    assert moved["events:alice:platform"] == moved["events:bob:room"] == 1
+    assert moved["relays:bob"] == 1 and moved["events:carol:room"] == 0
+    assert moved["tokens:alice"] > 0 and moved["tokens:bob"] > 0 and moved["tokens:carol"] == 0
     assert room.sent("alice") == ["bob, what do you think?"]
     assert room.sent("bob") == ["bob says ok"]  # it heard alice through the gateway
     assert room.sent("carol") == []
