@@ -69,6 +69,7 @@ RESTART_ONLY = (
     "outbox",
     "logging",
     "ops",
+    "mcp",  # the servers were started with the gateway (gateway/tools/mcp.py)
     "platforms.console",
     "agents",
     "rooms",
