@@ -90,18 +90,18 @@ def room_config(room: TelegramRoom, model: FakeOpenAI, **rooms: Any) -> dict[str
     return {"llm": llm_section(model.url), "agents": room.agents_section(), "rooms": rooms}
 
 
-async def settled(gateway: Gateway, room: TelegramRoom, expected: int) -> None:
-    """Wait for ``expected`` posts in all, then until the gateway has nothing left to do
-    (a relay is accepted while its message is sent, so drain until nothing moves)."""
-    first = next(iter(room.fakes.values()))
-    for fake in room.fakes.values():
-        await fake.wait_for(lambda: room.total() >= expected, timeout=30)
-        break
-    del first
+async def settled(gateways: Gateway | list[Gateway], room: TelegramRoom, **posts: int) -> None:
+    """Wait until each named agent's bot posted ``posts[agent]`` messages, then until the
+    gateways have nothing left to do (a relay is accepted while its message is sent, so
+    drain until nothing moves: a message too many would show)."""
+    for agent, count in posts.items():
+        fake = room.fakes[agent]
+        await fake.wait_for(lambda f=fake, n=count: len(f.sent) >= n, timeout=30)  # type: ignore[misc]
+    running = gateways if isinstance(gateways, list) else [gateways]
     while True:
         before = room.total()
-        await gateway.drain()
-        await gateway.drain()
+        for gateway in running * 2:
+            await gateway.drain()
         if room.total() == before:
             return
 
@@ -114,11 +114,11 @@ async def test_each_message_is_answered_once_by_the_agents_it_addresses(
     await gateway.start()
     try:
         room.say(PEOPLE[0], "@alice_bot hello")
-        await settled(gateway, room, 1)
+        await settled(gateway, room, alice=1)
         room.say(PEOPLE[1], "@bob_bot @carol_bot hi both")
-        await settled(gateway, room, 3)
+        await settled(gateway, room, alice=1, bob=1, carol=1)
         room.say(PEOPLE[0], "good morning everyone")  # addresses nobody
-        await settled(gateway, room, 3)
+        await settled(gateway, room, alice=1, bob=1, carol=1)
     finally:
         await gateway.stop()
     assert room.sent("alice") == ["alice says ok"]
@@ -142,7 +142,7 @@ async def test_an_agent_that_names_another_gets_one_answer(
     await gateway.start()
     try:
         room.say(PEOPLE[0], "@alice_bot ask bob about lunch")
-        await settled(gateway, room, 2)
+        await settled(gateway, room, alice=1, bob=1)
     finally:
         await gateway.stop()
     moved = {name: metric(name) - before[name] for name in COUNTED}
@@ -168,7 +168,7 @@ async def test_an_agent_chain_stops_at_the_guard(
         await gateway.start()
         try:
             room.say(PEOPLE[0], "@alice_bot start a chain")
-            await settled(gateway, room, 3)
+            await settled(gateway, room, alice=1, bob=1, carol=1)
         finally:
             await gateway.stop()
     assert room.sent("alice") == ["bob, chain on please"]
@@ -190,7 +190,7 @@ async def test_the_rate_guard_and_never_and_all(
         await gateway.start()
         try:
             room.say(PEOPLE[0], "@alice_bot start a chain")
-            await settled(gateway, room, 2)
+            await settled(gateway, room, alice=1, bob=1)
         finally:
             await gateway.stop()
     assert (room.sent("alice"), room.sent("bob"), room.sent("carol")) == (
@@ -307,3 +307,41 @@ async def test_a_discord_room_answers_each_message_once_and_stops_the_chain(
     keys = [row[0] for row in db_rows(tmp_path, "SELECT key FROM inbox")]
     assert all(key.startswith(("dc:", "room:")) for key in keys)
     assert not [key for key in keys if key.startswith("dc:msg:")]  # keys name the bot
+
+
+# -- several instances on PostgreSQL serve every agent: one long poll per bot ----------
+
+
+async def test_two_instances_on_postgresql_answer_once_and_take_over(
+    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI, pg_dsn: str
+) -> None:
+    """Two gateways on one PostgreSQL store with the same three agents: each bot is
+    long-polled by one of them, each message and relay handled once; when the first
+    stops, the second takes over its bots and rooms keep working."""
+    settings = make_settings(tmp_path, memory={"store": pg_dsn}, **room_config(room, model))
+
+    async def start() -> Gateway:
+        adapters = build_adapters(settings)
+        for adapter in adapters.values():
+            adapter.standby_interval = 0.05  # type: ignore[attr-defined]
+        gateway = Gateway(settings, adapters)
+        await gateway.start()
+        return gateway
+
+    first = await start()
+    second = await start()
+    try:
+        for fake in room.fakes.values():
+            await fake.wait_for(lambda f=fake: len(f.offsets) > 0)  # type: ignore[misc]
+        room.say(PEOPLE[0], "@alice_bot ask bob about lunch")
+        room.say(PEOPLE[1], "@carol_bot hello")
+        await settled([first, second], room, alice=1, bob=1, carol=1)
+        await first.stop()  # its poll locks go with its connections
+        room.say(PEOPLE[1], "@bob_bot please ask carol now")
+        await settled(second, room, bob=2, carol=2)
+    finally:
+        await first.stop()
+        await second.stop()
+    assert room.sent("alice") == ["bob, what do you think?"]
+    assert room.sent("bob") == ["bob says ok", "carol, what do you think?"]
+    assert room.sent("carol") == ["carol says ok", "carol says ok"]
