@@ -130,7 +130,7 @@ def describe(reminder: Reminder, now: datetime | None = None) -> str:
         when = f"cron {reminder.cron!r} ({reminder.timezone})"
     else:
         when = f"once at {reminder.at}"
-    upcoming = next_fire(reminder, now or now_utc())
+    upcoming = next_fire(reminder, now or now_utc()) if reminder.cron is not None else None
     after = f", next {stamp(upcoming)}" if upcoming and reminder.status == "active" else ""
     return f"{reminder.id}: {when}{after}: {reminder.text}"
 
@@ -242,6 +242,8 @@ class Reminders:
         if reminder.at is None:
             return False
         at = parse_time(reminder.at)
+        if at > self.clock():
+            return False  # not due yet: nothing to read (most rows, most of the time)
         fired = await self.store.cursor(last_cursor(reminder.id))
         decided = await self.store.cursor(decided_cursor(reminder.id))
         if fired is not None and parse_time(fired) >= at:

@@ -310,3 +310,43 @@ def test_a_gateway_without_its_scheduler_offers_no_schedule_tools(
     names = [n for s in gateway.toolbox.sources if hasattr(s, "names") for n in s.names()]
     assert gateway.reminders is None and "schedule" not in names
     assert "remember" in names
+
+
+async def test_after_downtime_a_late_one_off_fires_once_and_a_too_late_one_is_missed(
+    tmp_path: Path,
+) -> None:
+    """Made before a stop, due while down: within grace (12 h) it fires at the start,
+    once; past grace it is marked done without a fire (``reminder.missed``)."""
+    import structlog
+
+    from tether.memory.sqlite import SqliteStore
+    from tether.scheduler.jobs import decided_cursor
+    from tether.scheduler.reminders import new_reminder
+
+    now = datetime.now(UTC)
+    store = SqliteStore(str(tmp_path / "tether.db"))
+    await store.open()
+    for name, due in (("late", now - timedelta(hours=1)), ("lost", now - timedelta(hours=13))):
+        made = new_reminder(
+            reminder_id=f"r-{name}",
+            conversation="loopback:1",
+            target="loopback:1",
+            text=name,
+            cron=None,
+            at=due,
+            timezone="UTC",
+            event_key=f"e-{name}",
+        )
+        await store.add_reminder(made)
+        await store.set_cursor(decided_cursor(made.id), (due - timedelta(hours=1)).isoformat())
+    await store.close()
+
+    with structlog.testing.capture_logs() as logs:
+        async with running(make_settings(tmp_path)) as (gateway, loop):
+            sent = await loop.wait_for_sent(1, timeout=60)
+            await gateway.drain()
+            await gateway.reminders.sync()  # type: ignore[union-attr]
+    assert [d.message.text for d in sent] == [MARK + "late"]
+    assert len(fires(tmp_path, "r-late")) == 1 and fires(tmp_path, "r-lost") == []
+    assert [row[:2] for row in reminder_rows(tmp_path)] == [("r-late", "done"), ("r-lost", "done")]
+    assert [e["reminder"] for e in logs if e["event"] == "reminder.missed"] == ["r-lost"]
