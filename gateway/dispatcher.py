@@ -108,8 +108,10 @@ class Dispatcher:
 
     def _beside_lane(self, row: InboxRow) -> bool:
         """``/stop`` runs at once, beside its lane: queued, it would wait for the very
-        turn it is meant to stop (:mod:`tether.gateway.stop`). Local store only."""
-        if self._lanes.shared or self._lanes.stopping or not is_stop(row.event):
+        turn it is meant to stop (:mod:`tether.gateway.stop`). With a shared store the
+        lane may read it too once the turn is over: a second run finds it done, or answers
+        under the same outbox key (written once)."""
+        if self._lanes.stopping or not is_stop(row.event):
             return False
         if row.key not in self._queued:
             self._queued.add(row.key)
@@ -121,6 +123,9 @@ class Dispatcher:
     async def _run_beside(self, row: InboxRow) -> None:
         if await self._attempt(row.conversation, row):
             self._done(row)
+        elif self._lanes.shared:  # to be tried again: the store is the queue
+            self._done(row)
+            self._lanes.poke(row.conversation)
         else:  # to be tried again (the store failed): it waits in its lane like any retry
             self._lanes.add(row.conversation, row)
 

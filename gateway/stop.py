@@ -18,8 +18,9 @@ letter) with what it had already queued plus :data:`STOPPED_NOTICE`; the steps i
 finished are kept (they were saved as they finished). Logs ``turn.stopped`` (the
 stopped event's key and how long it ran) and counts ``tether_turns_stopped_total``.
 
-Where the store is shared by several processes, the turn may run in another process;
-``/stop`` then answers :data:`NOTHING_RUNNING` from this one (documented limit).
+Where the store is shared by several processes (PostgreSQL), ``/stop`` runs beside the
+lane as well, but it reaches only the turns of the process that received it: a turn
+running in another process answers :data:`NOTHING_RUNNING` (documented limit).
 """
 
 from __future__ import annotations

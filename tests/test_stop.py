@@ -196,3 +196,27 @@ async def test_stop_ends_a_turn_waiting_on_a_slow_tool_and_the_next_is_answered(
     assert status[asked.key] == "done"
     steps = dict(db_rows(tmp_path, "SELECT name, result FROM steps WHERE event_key = ?", asked.key))
     assert "tool:0:0:started" in steps and "tool:0:0" not in steps  # shows where it stopped
+
+
+async def test_stop_with_a_shared_postgresql_store(
+    tmp_path: Path, pg_dsn: str, service: SlowService
+) -> None:
+    """With PostgreSQL the store is the queue: /stop still runs beside the lane, not
+    after the turn it stops; the stopped turn and the /stop are done, answered once."""
+    seen: list[str] = []
+    settings = make_settings(tmp_path, memory={"store": pg_dsn})
+    async with running(settings, slow_router(service, seen)) as (gateway, loop):
+        waiting = await loop.say("wait")
+        await service.arrived.wait()
+        stop = await loop.say("/stop")
+        sent = await loop.wait_for_sent(2)
+        assert sorted(d.message.text for d in sent) == sorted([STOPPED_NOTICE, STOPPED_ANSWER])
+        await loop.say("next")
+        sent = await loop.wait_for_sent(3)
+        assert sent[2].message.text == "answer: next"
+        await gateway.drain()
+        for key in (waiting.key, stop.key):
+            row = await gateway.store.inbox_row(key)
+            assert row is not None and row.status == "done"
+    assert seen == ["wait", "next"]
+    assert len(loop.sent) == 3  # nothing answered twice
