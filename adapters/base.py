@@ -70,7 +70,7 @@ class Adapter(abc.ABC):
     edit_limit: int | None = None
     #: Longest caption a file may carry (None: no limit; 0: none, the text goes alone),
     #: and which kinds of file may share one message (up to 10), see :mod:`.media`.
-    caption_limit: int | None = 0
+    caption_limit: int | None = None
     file_groups: frozenset[FileKind] = frozenset()
 
     def text_length(self, text: str) -> int:
@@ -121,8 +121,13 @@ class Adapter(abc.ABC):
 
     async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
         """Deliver one message carrying ``files`` (its text their caption); the same
-        ``Send*`` errors as :meth:`send`, and the same idempotency key."""
-        raise SendFatal(f"{self.platform or 'this platform'} cannot send files")
+        ``Send*`` errors as :meth:`send`, and the same idempotency key.
+
+        A platform without files (the console, the web chat) sends the text with a line
+        naming each file, so the person learns that something was sent."""
+        shown = [f"[{upload.kind}: {upload.name}, {len(upload.data)} bytes]" for upload in files]
+        text = "\n".join([message.text, *shown] if message.text else shown)
+        return await self.send(message.model_copy(update={"text": text, "files": []}))
 
     async def download(self, attachment: Attachment, message_id: str | None, cap: int) -> bytes:
         """The bytes of an inbound ``attachment`` of message ``message_id``, at most

@@ -167,7 +167,7 @@ class Context:
             raise ValueError(f"no enabled platform {target.platform!r} to send to")
         rows = keyboard(buttons)
         # Stored now, before the checkpoint commits the row naming them (gateway/media.py).
-        stored = await media_store.store_files(self._store, files)
+        stored = await media_store.store_files(self._store, files, platform=target.platform)
         if not text and not stored:
             if rows:
                 raise ButtonError("buttons need a message text to sit under")

@@ -28,6 +28,7 @@ from tether.adapters.media import DEFAULT_MAX_DOWNLOAD, DownloadError
 from tether.errors import Fatal
 from tether.events import Attachment, Event, OutMessage
 from tether.files import OutFile, Upload
+from tether.gateway import metrics
 from tether.gateway.media_store import File, FileSpec, blob_store, store_files
 from tether.gateway.splitting import split_text
 
@@ -90,7 +91,9 @@ async def deliver(adapter: Adapter, store: object, message: OutMessage) -> Sent:
         if data is None:
             raise SendFatal(f"file {file.name!r} (blob {file.blob[:12]}) is not in the store")
         uploads.append(Upload(kind=file.kind, name=file.name, mime=file.mime, data=data))
-    return await adapter.send_files(message, uploads)
+    sent = await adapter.send_files(message, uploads)
+    metrics.labelled(metrics.MEDIA, adapter.platform, "sent").inc(len(uploads))
+    return sent
 
 
 class Downloads:
@@ -103,13 +106,16 @@ class Downloads:
         adapter = self.adapters.get(event.platform)
         if adapter is None:
             raise DownloadError(f"no enabled platform {event.platform!r} to download from")
-        data: bytes = await adapter.download(attachment, event.message_id, cap)
-        log.info(
-            "media.downloaded",
-            key=event.key,
-            kind=attachment.kind,
-            size=len(data),
-        )
+        try:
+            data: bytes = await adapter.download(attachment, event.message_id, cap)
+        except DownloadError as exc:
+            metrics.labelled(metrics.MEDIA, event.platform, "download_failed").inc()
+            log.warning(
+                "media.download_failed", key=event.key, kind=attachment.kind, error=str(exc)
+            )
+            raise
+        metrics.labelled(metrics.MEDIA, event.platform, "downloaded").inc()
+        log.info("media.downloaded", key=event.key, kind=attachment.kind, size=len(data))
         return data
 
 

@@ -17,12 +17,17 @@ from pathlib import Path
 from typing import Protocol, cast
 from urllib.parse import unquote, urlsplit
 
+import structlog
+
 from tether.adapters.media import DEFAULT_MAX_DOWNLOAD, DownloadError, fetch
 from tether.errors import Fatal, Retryable
 from tether.events import Attachment, Event
 from tether.files import KINDS, FileKind, OutFile, guess_kind, guess_mime
+from tether.gateway import metrics
 from tether.memory.blobs import MAX_BLOB_BYTES
 from tether.memory.roles import BlobStore
+
+log = structlog.get_logger("tether.media")
 
 __all__ = ["DEFAULT_MAX_DOWNLOAD", "Downloader", "File", "FileSpec", "blob_store", "store_files"]
 
@@ -87,7 +92,7 @@ def blob_store(store: object) -> BlobStore:
 
 
 async def store_files(
-    store: object, specs: Sequence[FileSpec], cap: int = MAX_BLOB_BYTES
+    store: object, specs: Sequence[FileSpec], cap: int = MAX_BLOB_BYTES, platform: str = ""
 ) -> list[OutFile]:
     """Each file's bytes stored as a blob, and the :class:`OutFile` that names it."""
     blobs = blob_store(store) if specs else None
@@ -114,6 +119,8 @@ async def store_files(
                 size=len(data),
             )
         )
+        metrics.labelled(metrics.MEDIA, platform, "stored").inc()
+        log.info("media.stored", platform=platform, kind=kind, size=len(data), blob=key[:12])
     return out
 
 

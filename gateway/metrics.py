@@ -80,6 +80,13 @@ STREAM = Counter(
     ["platform", "status"],
 )
 
+MEDIA = Counter(
+    "tether_media_files_total",
+    "Files by transition: stored (a reply's), sent, downloaded, download_failed,"
+    " to_model (an image the llm agent sent a model), unusable (told it cannot use it)",
+    ["platform", "transition"],
+)
+
 
 @functools.cache
 def labelled(metric: M, *values: str) -> M:

@@ -19,6 +19,7 @@ from typing import Any
 
 from tether.adapters.media import DownloadError
 from tether.events import Attachment
+from tether.gateway import metrics
 from tether.gateway.context import Context
 from tether.memory import tokens
 
@@ -104,7 +105,12 @@ async def look(ctx: Context, text: str) -> Seen:
         mime = attachment.mime if (attachment.mime or "").startswith("image/") else "image/jpeg"
         url = f"data:{mime};base64,{base64.b64encode(data).decode()}"
         seen.parts.append({"type": "image_url", "image_url": {"url": url}})
+        metrics.labelled(metrics.MEDIA, ctx.event.platform, "to_model").inc()
         ctx.log.info("vision.image", model=model, size=len(data))
+    for _note in seen.notes:
+        metrics.labelled(metrics.MEDIA, ctx.event.platform, "unusable").inc()
+    if seen.notes:
+        ctx.log.info("vision.unusable", notes=len(seen.notes))
     seen.memory_text = " ".join([text, *markers]).strip()
     return seen
 

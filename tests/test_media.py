@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import db_rows, make_settings
+from tests.conftest import running as loopback_running
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.discord_media import FakeCdn
 from tests.fakes.feishu_api import APP_ID, APP_SECRET, message_event
@@ -32,7 +33,8 @@ from tether.config import Settings
 from tether.events import OutMessage, Target
 from tether.files import KINDS, OutFile
 from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.media import parts
+from tether.gateway.context import Context
+from tether.gateway.media import File, parts
 from tether.gateway.routing import Router
 from tether.gateway.splitting import utf16_len
 
@@ -293,6 +295,46 @@ async def test_feishu_download_reads_the_message_resource_within_the_cap(
         {"text": f"got image {len(plugin.PHOTO)} bytes {sha}"}
     ]
     assert feishu.resource_reads == [("om_pic", "img_v3_in", "image")]
+
+
+# -- sources, and a platform without files ---------------------------------------------
+
+
+async def test_a_url_is_fetched_once_and_a_platform_without_files_names_them(
+    tmp_path: Path,
+) -> None:
+    cdn = await FakeCdn().start()
+    url = cdn.add(plugin.DOCUMENT, "report.pdf")
+    handlers = Router("url")
+
+    @handlers.text(r"^url$")
+    async def _url(ctx: Context) -> None:
+        await ctx.reply("from the web", files=[url])
+
+    @handlers.text(r"^missing$")
+    async def _missing(ctx: Context) -> None:
+        await ctx.reply("nope", files=[tmp_path / "gone.pdf"])
+
+    @handlers.text(r"^empty$")
+    async def _empty(ctx: Context) -> None:
+        await ctx.reply("nope", files=[File(b"", name="empty.txt")])
+
+    try:
+        async with loopback_running(make_settings(tmp_path), handlers) as (_gateway, adapter):
+            await adapter.say("url")
+            await adapter.say("missing")
+            await adapter.say("empty")
+            sent = await adapter.wait_for_sent(3)
+    finally:
+        await cdn.stop()
+    texts = sorted(delivery.message.text for delivery in sent)
+    notice = make_settings(tmp_path).pipeline.dead_notice
+    shown = f"from the web\n[document: report.pdf, {len(plugin.DOCUMENT)} bytes]"
+    assert texts == sorted([shown, notice, notice])
+    assert len(cdn.fetched) == 1
+    missing, empty = sorted(row[0] for row in db_rows(tmp_path, "SELECT error FROM dead_letters"))
+    assert "gone.pdf" in missing and "cannot be read" in missing
+    assert "files[0]: the file is empty" in empty
 
 
 # -- how a reply with files becomes rows ------------------------------------------------

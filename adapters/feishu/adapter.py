@@ -57,6 +57,7 @@ class FeishuAdapter(Adapter):
     #: or a few screens of English — longer replies are split, code fences kept intact.
     text_limit = 24_000
     idempotent_send = True
+    caption_limit = 0  # a file message has no caption: the text goes before it (.media)
     #: The start-up probe (bot/v3/info): tries, and the reconnect backoff between them
     #: (seconds, :func:`~tether.backoff.equal_jitter`). Tests shorten them per instance.
     open_attempts = 5
