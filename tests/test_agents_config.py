@@ -157,3 +157,57 @@ def test_naming_an_agent_is_a_whole_word(text: str, name: str) -> None:
     glued = f"x{name}x"
     if name.lower() not in text.lower():
         assert rooms._named[name].search(text + " " + glued) is None
+
+
+@given(
+    message=st.from_regex(r"[0-9]{1,20}", fullmatch=True),
+    stamp=st.from_regex(r"[0-9:T.+-]{1,30}", fullmatch=True),
+    bots=st.lists(st.integers(1, 2**63), min_size=2, max_size=2, unique=True),
+)
+def test_discord_keys_name_the_bot_and_remember_the_old_key(
+    message: str, stamp: str, bots: list[int]
+) -> None:
+    """Two bots receiving one message (or one edit) get two keys; each knows the key a
+    one-agent Tether gave it."""
+    from tether.adapters.loopback import LoopbackAdapter
+    from tether.events import Conversation, Event
+    from tether.gateway.multiagent import AccountInbox
+
+    def inbox_of(bot_id: int) -> AccountInbox:
+        adapter = LoopbackAdapter()
+        adapter.bot_id = bot_id  # type: ignore[attr-defined]
+        shell = type("Shell", (), {"store": None, "dispatcher": None})()
+        shell.group_sessions, shell.throttle = "per_user", None
+        return AccountInbox(shell, f"discord@bot{bot_id}", adapter, lambda _e: False)
+
+    for old in (f"dc:msg:{message}", f"dc:edit:{message}:{stamp}", f"dc:int:{message}"):
+        chat = Conversation(platform="discord", chat_id="1", chat_type="group")
+        event = Event(key=old, platform="discord", conversation=chat, text="x")
+        stamped = [inbox_of(bot).stamp(event) for bot in bots]
+        if old.startswith("dc:int:"):  # an interaction goes to one application only
+            assert all(s.key == old and legacy is None for s, legacy in stamped)
+            continue
+        assert stamped[0][0].key != stamped[1][0].key
+        for bot, (new, legacy) in zip(bots, stamped, strict=True):
+            assert legacy == old and new.key.startswith(f"dc:{bot}:")
+            assert new.key.replace(f"dc:{bot}:", "dc:", 1) == old
+
+
+def test_a_platform_copy_of_our_own_agents_message_is_recognised() -> None:
+    """Discord and Feishu deliver one bot's message to the other bots: it is ours, and
+    the room relay is the one path (with ignore_bots off, normalize would let it in)."""
+    from tether.adapters.loopback import LoopbackAdapter
+    from tether.events import Conversation, Event, Sender
+
+    settings = parse(agents=[{"name": n, "handler": "echo"} for n in ("a", "b")])
+    ours = LoopbackAdapter()
+    ours.bot_id = 42  # type: ignore[attr-defined]
+    rooms = Rooms(settings, None, {"discord@a": ours, "discord@b": LoopbackAdapter()})  # type: ignore[arg-type]
+    chat = Conversation(platform="discord", chat_id="1", chat_type="group")
+
+    def said_by(sender: Sender) -> Event:
+        return Event(key="dc:msg:1", platform="discord", conversation=chat, sender=sender)
+
+    assert rooms._ours(said_by(Sender(id="42", is_bot=True)))
+    assert not rooms._ours(said_by(Sender(id="42", is_bot=False)))
+    assert not rooms._ours(said_by(Sender(id="43", is_bot=True)))  # someone else's bot
