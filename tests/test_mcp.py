@@ -57,6 +57,7 @@ SERVER = textwrap.dedent(
         """Ends the server process at once."""
         os._exit(3)
 
+    print("demo server up", file=sys.stderr, flush=True)
     server.run()
     '''
 )
@@ -143,6 +144,15 @@ async def test_a_dead_server_answers_unavailable_then_is_restarted(tools: McpToo
     assert "mcp.died" in names and "mcp.restarted" in names
     died = next(entry for entry in logs if entry["event"] == "mcp.died")
     assert died["server"] == "demo"
+
+
+async def test_the_servers_stderr_becomes_log_lines(server_file: Path, tmp_path: Path) -> None:
+    source = McpTools(config(server_file, tmp_path))
+    with structlog.testing.capture_logs() as logs:
+        await source.start()
+        await source.stop()  # its stderr is read to the end when it stops
+    lines = [(e["server"], e["line"]) for e in logs if e["event"] == "mcp.stderr"]
+    assert ("demo", "demo server up") in lines
 
 
 async def test_allow_and_deny_filter_the_servers_tools(server_file: Path, tmp_path: Path) -> None:

@@ -27,8 +27,8 @@ import asyncio
 import contextlib
 import fnmatch
 import json
+import os
 import re
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -214,11 +214,20 @@ class McpServer:
                 env={key: value.get_secret_value() for key, value in config.env.items()} or None,
                 cwd=config.cwd,
             )
-            async with (
-                stdio_client(params, errlog=sys.stderr) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                yield session
+            # The server's stderr comes back through a pipe, line by line, as log lines:
+            # scrubbed of secrets like every line, and JSON when the logs are.
+            read_fd, write_fd = os.pipe()
+            relay = asyncio.create_task(self._relay(read_fd), name=f"mcp:{self.name}:stderr")
+            try:
+                with os.fdopen(write_fd, "w") as errlog:
+                    async with stdio_client(params, errlog=errlog) as (read, write):
+                        errlog.close()  # the server has its own copy: EOF when it exits
+                        async with ClientSession(read, write) as session:
+                            yield session
+            finally:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(relay), 5)
+                relay.cancel()
             return
         assert config.url is not None
         headers = {key: value.get_secret_value() for key, value in config.headers.items()}
@@ -228,6 +237,24 @@ class McpServer:
             ClientSession(read, write) as session,
         ):
             yield session
+
+    async def _relay(self, fd: int) -> None:
+        """Each line the server writes to stderr, as ``mcp.stderr`` (server, line)."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=2**20)
+        pipe = os.fdopen(fd, "rb")
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+        try:
+            while line := await reader.readline():
+                text = line.decode(errors="replace").rstrip()
+                if text:
+                    log.info("mcp.stderr", server=self.name, line=text[:2000])
+        except ValueError:  # a line past the limit: the rest is not worth a log line
+            pass
+        finally:
+            transport.close()
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         """Call the server's tool ``name``; the model reads the result or the ToolError."""
