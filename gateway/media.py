@@ -19,6 +19,7 @@ In. :class:`Downloads` is ``ctx.download``: the adapter's file API, capped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
@@ -29,6 +30,7 @@ from tether.errors import Fatal
 from tether.events import Attachment, Event, OutMessage
 from tether.files import OutFile, Upload
 from tether.gateway import metrics
+from tether.gateway.edits import without_edit
 from tether.gateway.media_store import File, FileSpec, blob_store, store_files
 from tether.gateway.splitting import split_text
 
@@ -42,20 +44,45 @@ GROUP_MAX = 10
 def parts(message: OutMessage, adapter: Adapter) -> list[OutMessage]:
     """One reply with files → the messages to send, in order (keys not yet set).
 
-    The text is the first part's caption when it fits ``adapter.caption_limit``; else it
+    The text is the first file's caption when it fits ``adapter.caption_limit``; else it
     goes first as text (split at the text limit) and the files follow without one.
+    Buttons sit under a text, never on a file: with buttons, the text comes after the
+    files, carrying them on its last chunk. Only the first part quotes the message
+    answered, and a file part is never an edit of a streamed preview (only the first
+    text part may be).
     """
-    files = list(message.files)
-    text = message.text
-    limit = adapter.caption_limit
+    length = adapter.length_for(message.format)
+    text, limit, buttons = message.text, adapter.caption_limit, message.buttons
+    fits = bool(text) and not buttons and (limit is None or 0 < length(text) <= limit)
+    chunks = split_text(text, adapter.text_limit, length) if text and not fits else []
     out: list[OutMessage] = []
-    caption = ""
-    if text and (limit is None or (limit > 0 and adapter.text_length(text) <= limit)):
-        caption = text
-    elif text:
-        for chunk in split_text(text, adapter.text_limit, adapter.text_length):
-            quote = message.reply_to if not out else None
-            out.append(message.model_copy(update={"text": chunk, "files": [], "reply_to": quote}))
+
+    def add(chunk: str, files: list[OutFile], *, under: bool = False) -> None:
+        meta = message.meta if not out and not files else without_edit(message.meta)
+        update: dict[str, Any] = {
+            "text": chunk,
+            "files": files,
+            "reply_to": message.reply_to if not out else None,
+            "meta": meta,
+            "buttons": buttons if under else [],
+        }
+        out.append(message.model_copy(update=update))
+
+    if not buttons:
+        for chunk in chunks:
+            add(chunk, [])
+    caption = text if fits else ""
+    for group in _groups(message.files, adapter):
+        add(caption, group)
+        caption = ""
+    if buttons:
+        for index, chunk in enumerate(chunks):
+            add(chunk, [], under=index == len(chunks) - 1)
+    return out
+
+
+def _groups(files: Sequence[OutFile], adapter: Adapter) -> list[list[OutFile]]:
+    """Consecutive files the platform shows together, at most :data:`GROUP_MAX` each."""
     groups: list[list[OutFile]] = []
     for file in files:
         last = groups[-1] if groups else None
@@ -68,12 +95,7 @@ def parts(message: OutMessage, adapter: Adapter) -> list[OutMessage]:
             last.append(file)
         else:
             groups.append([file])
-    for group in groups:
-        quote = message.reply_to if not out else None
-        update: dict[str, Any] = {"text": caption, "files": group, "reply_to": quote}
-        out.append(message.model_copy(update=update))
-        caption = ""
-    return out
+    return groups
 
 
 async def deliver(adapter: Adapter, store: object, message: OutMessage) -> Sent:

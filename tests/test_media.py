@@ -29,6 +29,7 @@ from tests.fakes.feishu_media import MediaFeishu
 from tests.fakes.telegram_media import MediaTelegram
 from tests.plugins import media as plugin
 from tether.adapters.base import Adapter, SendFatal, Sent
+from tether.buttons import Button
 from tether.config import Settings
 from tether.events import OutMessage, Target
 from tether.files import KINDS, OutFile
@@ -381,13 +382,27 @@ _FILES = st.lists(
     text=st.text(max_size=500),
     caption_limit=st.sampled_from([None, 0, 50, 1024]),
     groups=st.sampled_from([frozenset(), frozenset({"photo", "video"}), frozenset(KINDS)]),
+    buttons=st.booleans(),
+    edit=st.booleans(),
 )
 def test_parts_keep_every_file_once_in_order_and_every_word_of_the_text(
-    files: list[OutFile], text: str, caption_limit: int | None, groups: frozenset[Any]
+    files: list[OutFile],
+    text: str,
+    caption_limit: int | None,
+    groups: frozenset[Any],
+    buttons: bool,
+    edit: bool,
 ) -> None:
     adapter = _Shape(caption_limit, groups)
-    message = OutMessage(target=Target(platform="shape", chat_id="1"), text=text, files=files,
-                         reply_to="9")  # fmt: skip
+    keyboard = [[Button("ok", data="ok")]] if buttons and text.strip() else []
+    message = OutMessage(
+        target=Target(platform="shape", chat_id="1"),
+        text=text,
+        files=files,
+        reply_to="9",
+        buttons=keyboard,
+        meta={"edit_of": "77"} if edit else {},
+    )
     out = parts(message, adapter)
     assert [f for part in out for f in part.files] == files
     assert all(len(part.files) <= 10 for part in out)
@@ -396,8 +411,15 @@ def test_parts_keep_every_file_once_in_order_and_every_word_of_the_text(
             assert all(f.kind in groups for f in part.files)
         if part.files and part.text:
             assert caption_limit is None or adapter.text_length(part.text) <= caption_limit
+        if part.files:  # a file is never an edit, and never carries buttons
+            assert "edit_of" not in part.meta and not part.buttons
     assert "".join(part.text for part in out).split() == text.split()
     assert out[0].reply_to == "9" and all(part.reply_to is None for part in out[1:])
+    if keyboard:  # under the text, which comes last
+        assert out[-1].buttons == keyboard and not out[-1].files
+        assert all(not part.buttons for part in out[:-1])
+    else:
+        assert all(not part.buttons for part in out)
 
 
 def test_an_outbox_payload_with_files_round_trips() -> None:
