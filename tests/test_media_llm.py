@@ -131,7 +131,8 @@ async def test_a_photo_with_a_caption_sends_both_parts(
     update = photo(telegram, file_id, caption="what is this?")
     await run(settings(tmp_path, telegram, openai, True), telegram, update)
     (request,) = openai.requests
-    text, image = request.messages[-1]["content"]
+    content: Any = request.messages[-1]["content"]  # parts, though the fake types it str
+    text, image = content
     assert text == {"type": "text", "text": "what is this?"}
     assert image["type"] == "image_url"
 
