@@ -345,3 +345,40 @@ async def test_two_instances_on_postgresql_answer_once_and_take_over(
     assert room.sent("alice") == ["bob, what do you think?"]
     assert room.sent("bob") == ["bob says ok", "carol, what do you think?"]
     assert room.sent("carol") == ["carol says ok", "carol says ok"]
+
+
+async def test_sigkill_mid_exchange_on_discord_loses_and_duplicates_nothing(
+    tmp_path: Path, discord_room: DiscordRoom, model: FakeOpenAI
+) -> None:
+    """Killed while carol is being asked about alice's message; a person writes to bob
+    while the gateway is down. After the restart (a new Discord session, so a backfill)
+    carol answers alice once, bob answers once, nothing else is posted."""
+    fake = discord_room
+    config = write_config(tmp_path, llm=llm_section(model.url), agents=fake.agents_section())
+    log = tmp_path / "run.log"
+    release = asyncio.Event()
+    model.hold(lambda body: "You are carol." in str(body["messages"][0]) and not release.is_set())
+    proc = await spawn_run(config, log)
+    try:
+        await fake.wait_for(lambda: fake.connected >= 3, 60)
+        await fake.say(CHANNEL_ID, "@alice ask carol about the plan")
+        await model.wait_for_requests(2, timeout=60)  # alice, then carol (held)
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        await fake.wait_for(lambda: fake.connected == 0, 60)
+        fake.post(fake.message(CHANNEL_ID, f"<@{fake.by_agent['bob']['id']}> hello"))
+        fake.history[CHANNEL_ID][-1]["mentions"] = [fake.by_agent["bob"]]
+        release.set()
+        model.heal()
+        proc = await spawn_run(config, log)
+        await fake.wait_for(lambda: len(fake.sent_by("carol")) >= 1, 60)
+        await fake.wait_for(lambda: len(fake.sent_by("bob")) >= 1, 60)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await proc.wait()
+    assert fake.sent_by("alice") == ["carol, what do you think?"]
+    assert fake.sent_by("carol") == ["carol says ok"]
+    assert fake.sent_by("bob") == ["bob says ok"]
+    statuses = db_rows(tmp_path, "SELECT status, count(*) FROM inbox GROUP BY status")
+    assert statuses == [("done", 3)]
