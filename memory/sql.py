@@ -8,8 +8,7 @@ in that dialect's package.
 
 Phases: every write belongs to one transition of an event, in this order. SQLite's
 group commit sorts a batch by phase (a write may depend on an earlier phase's rows in
-the same batch, never on a later one's); PostgreSQL commits each write on its own and
-ignores them.
+the same batch, never on a later one's); so does PostgreSQL's (memory/postgres/batch.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Same contract as the SQLite store (one contract suite runs against both), and the same
 queries (:class:`tether.memory.sqlstore.SqlStore`). What differs is how concurrency is
-made safe: every write is its own transaction (PostgreSQL commits concurrently, so no
-group-commit writer is needed), dedup is ``ON CONFLICT DO NOTHING`` on the unique key,
+made safe: writes of concurrent events are committed together, a transaction per batch
+(:mod:`~tether.memory.postgres.batch`: fewer round trips, which is where one instance
+lost to SQLite), dedup is ``ON CONFLICT DO NOTHING`` on the unique key,
 and a conversation's events are run by one process at a time because its lane is a
 session-level advisory lock (``pg_try_advisory_lock``) held on one dedicated connection:
 a crashed process's connection closes and its locks go with it, so another instance
@@ -15,7 +16,6 @@ unknown query parameters on as server settings), which is how the tests isolate 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -26,6 +26,8 @@ import structlog
 
 from tether.events import Event, OutMessage
 from tether.memory import sql
+from tether.memory.postgres.batch import GroupAccept, GroupCommit
+from tether.memory.postgres.locks import AdvisoryLocks
 from tether.memory.postgres.schema import migrate
 from tether.memory.records import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
 from tether.memory.rows import OUTBOX_COLUMNS, Row, outbox_row
@@ -48,6 +50,17 @@ _PROBE = "UPDATE cursors SET updated = updated WHERE false"
 log = structlog.get_logger("tether.postgres")
 
 
+async def _keep_session(_connection: asyncpg.Connection) -> None:
+    """The pool's reset after each use: nothing to send.
+
+    asyncpg's default sends ``SELECT pg_advisory_unlock_all(); CLOSE ALL; ...`` each time
+    a connection goes back to the pool — a round trip for every query run through the
+    pool, six per event (bench/scaleout.py). Pool connections never hold session state:
+    no advisory lock (lane locks live on their own connection), cursor, LISTEN or SET.
+    asyncpg still rolls back a transaction left open (a cancelled write) before this runs.
+    """
+
+
 class PostgresStore(SqlStore):
     shared = True
     _newest_unsummarized, _oldest_unsummarized = sql.unsummarized_pages("messages")
@@ -59,9 +72,11 @@ class PostgresStore(SqlStore):
         self.dsn = dsn
         self.pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
-        self._locks: asyncpg.Connection | None = None
-        self._lock_guard = asyncio.Lock()
-        self._write = self._commit
+        self._locks = AdvisoryLocks(dsn)
+        #: Writes of concurrent events share a transaction (memory/postgres/batch.py).
+        self._group = GroupCommit(lambda: self.pool, self._commit, self._recovered)
+        self._write = self._group.write
+        self._accepts = GroupAccept(self._accept_now)
         #: Why the last write failed, until one succeeds (see :meth:`ping`). Never the
         #: DSN: it may hold the password.
         self._problem: str | None = None
@@ -69,13 +84,15 @@ class PostgresStore(SqlStore):
     # -- lifecycle ------------------------------------------------------------------
 
     async def open(self) -> None:
-        self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.pool_size)
+        self._pool = await asyncpg.create_pool(
+            self.dsn, min_size=1, max_size=self.pool_size, reset=_keep_session
+        )
         await migrate(self._pool)
 
     async def close(self) -> None:
-        if self._locks is not None:
-            await self._locks.close()
-            self._locks = None
+        await self._accepts.drain()
+        await self._group.drain()
+        await self._locks.close()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -106,6 +123,10 @@ class PostgresStore(SqlStore):
                 log.error("store.write_failed", error=f"{type(exc).__name__}: {exc}")
             self._problem = f"{type(exc).__name__}: {exc}"
             raise
+        self._recovered()
+
+    def _recovered(self) -> None:
+        """A write went through: if writes were failing, they no longer are."""
         if self._problem is not None:
             log.info("store.writes_recovered", was=self._problem)
             self._problem = None
@@ -134,23 +155,13 @@ class PostgresStore(SqlStore):
     async def try_lock(self, name: str) -> bool:
         """Take the session-level advisory lock ``name``; False if another process holds it.
 
-        Held on one dedicated connection until :meth:`unlock` or until this process dies.
+        Held on one dedicated connection until :meth:`unlock` or until this process dies
+        (tries and releases of one moment share a round trip: memory/postgres/locks.py).
         """
-        async with self._lock_guard:
-            if self._locks is None or self._locks.is_closed():
-                self._locks = await asyncpg.connect(self.dsn)
-            return bool(
-                await self._locks.fetchval(
-                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name
-                )
-            )
+        return await self._locks.try_lock(name)
 
     async def unlock(self, name: str) -> None:
-        async with self._lock_guard:
-            if self._locks is not None and not self._locks.is_closed():
-                await self._locks.fetchval(
-                    "SELECT pg_advisory_unlock(hashtextextended($1, 0))", name
-                )
+        await self._locks.unlock(name)
 
     async def unsent_for(self, target: str) -> list[OutboxRow]:  # indexed, unlike the default
         return [outbox_row(row) for row in await self._rows(_UNSENT_FOR, (target,))]
@@ -165,6 +176,13 @@ class PostgresStore(SqlStore):
     ) -> list[InboxRow | None]:
         if not items and not cursors:
             return []
+        if not cursors:  # concurrent posts share one INSERT (memory/postgres/batch.py)
+            return await self._accepts.accept(items)
+        return await self._accept_now(items, cursors)
+
+    async def _accept_now(
+        self, items: Sequence[tuple[Event, str]], cursors: Mapping[str, str] | None = None
+    ) -> list[InboxRow | None]:
         now = time.time()
         first: dict[str, int] = {}
         for index, (event, _conversation) in enumerate(items):
