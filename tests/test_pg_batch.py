@@ -5,6 +5,7 @@ and each caller still gets its own answer, after the commit.
   twice at once is new for exactly one caller; every accepted row is in the table.
 - One refused write in a batch fails that write alone: its neighbours are committed.
 - Concurrent writes are fewer transactions than writes (the rows' ``xmin``).
+- Lane locks asked for at once: each asker gets its own answer; another process sees them.
 """
 
 from __future__ import annotations
@@ -76,3 +77,21 @@ async def test_concurrent_writes_share_transactions(store: PostgresStore) -> Non
         "SELECT count(DISTINCT xmin::text) FROM cursors WHERE name LIKE 'c%'"
     )
     assert transactions < 50
+
+
+async def test_lane_locks_asked_together_are_answered_each(pg_dsn: str) -> None:
+    here, there = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
+    await here.open()
+    await there.open()
+    try:
+        names = [f"lane:c{n}" for n in range(20)]
+        taken = await asyncio.gather(*(here.try_lock(name) for name in names))
+        assert taken == [True] * 20
+        twice = await asyncio.gather(there.try_lock("lane:x"), there.try_lock("lane:x"))
+        assert sorted(twice) == [False, True]  # asked twice at once: one lane gets it
+        assert await asyncio.gather(*(there.try_lock(name) for name in names[:5])) == [False] * 5
+        await asyncio.gather(*(here.unlock(name) for name in names[:5]))
+        assert await asyncio.gather(*(there.try_lock(name) for name in names[:5])) == [True] * 5
+    finally:
+        await here.close()
+        await there.close()
