@@ -28,6 +28,13 @@ from tether.gateway import logs
 #: Transition names: ``area.what`` (``http.*`` is the server's own chatter, left out).
 _TRANSITION = re.compile(r"^(?!http\.)[a-z_]+\.[a-z_.]+$")
 _KEEP = 300
+#: The hub goes just before the first of these: it needs the event as a dict.
+_RENDERERS = (
+    structlog.processors.JSONRenderer,
+    structlog.processors.KeyValueRenderer,
+    structlog.processors.LogfmtRenderer,
+    structlog.dev.ConsoleRenderer,
+)
 QUEUE = 500
 
 
@@ -42,10 +49,17 @@ class LiveHub:
         """Put the hub into structlog's chain (again, if the logging was reconfigured)."""
         processors = structlog.get_config()["processors"]
         if not any(p is self for p in processors):
-            processors.insert(max(len(processors) - 1, 0), self)
+            renderer = next(
+                (i for i, p in enumerate(processors) if isinstance(p, _RENDERERS)), None
+            )
+            processors.insert(len(processors) if renderer is None else renderer, self)
 
     def __call__(self, _logger: Any, _name: str, event_dict: Any) -> Any:
-        if self._queues and _TRANSITION.match(str(event_dict.get("event", ""))):
+        if (
+            self._queues
+            and isinstance(event_dict, dict)
+            and _TRANSITION.match(str(event_dict.get("event", "")))
+        ):
             line = {k: _short(logs.redactor.scrub_value(v)) for k, v in event_dict.items()}
             if threading.get_ident() == self._thread:
                 self._publish(line)
