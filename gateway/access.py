@@ -145,8 +145,9 @@ class Access:
     async def admitted(self, event: Event) -> bool:
         """Trusted platforms always; a sender the allow list or a pairing approved; never
         an event without a sender elsewhere (a chat pattern in ``allow`` admits the chat's
-        people, not whatever arrives there without one)."""
-        if event.platform in TRUSTED_PLATFORMS:
+        people, not whatever arrives there without one). An agent's message relayed in a
+        room (``room:`` keys, made by gateway/rooms.py only) is the gateway's own."""
+        if event.platform in TRUSTED_PLATFORMS or event.key.startswith("room:"):
             return True
         if event.sender is None:
             return False

@@ -58,6 +58,10 @@ class Rooms:
     def __init__(self, settings: Settings, inbox: Inbox, adapters: Mapping[str, Adapter]) -> None:
         self.config = settings.rooms
         self.inbox = inbox
+        #: Relays skip the per-sender flood limit (``access.rate_limit``): an agent's
+        #: messages are paced by the room guards, and a throttled relay would be
+        #: answered with the flood notice, in the room.
+        self.relays = Inbox(inbox.store, inbox.dispatcher, inbox.group_sessions)
         self.adapters = adapters
         self.agents: dict[str, AgentSpec] = {spec.name: spec for spec in settings.agents}
         self._named = {
@@ -160,7 +164,7 @@ class Rooms:
         events = [
             self._event(row, origin, platform, speaker, listener, depth) for listener in addressed
         ]
-        accepted = await self.inbox.accept(events)
+        accepted = await self.relays.accept(events)
         for listener, new in zip(addressed, accepted, strict=True):
             if new:
                 RELAYS.labels(listener).inc()

@@ -4,6 +4,7 @@ reported as one line naming its key path (``agents[1].platforms.telegram.token``
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -138,6 +139,8 @@ def test_tether_check_reports_the_key(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+#: Stands in for the gateway's inbox where only the naming and stamping are exercised.
+SHELL = SimpleNamespace(store=None, dispatcher=None, group_sessions="per_user", throttle=None)
 names = st.from_regex(r"[A-Za-z0-9_-]{1,32}", fullmatch=True)
 
 
@@ -151,7 +154,7 @@ def test_account_names_split_back(platform: str, agent: str) -> None:
 def test_naming_an_agent_is_a_whole_word(text: str, name: str) -> None:
     """Any text is read without error; the name counts only as a word of its own."""
     settings = parse(agents=[{"name": name, "handler": "echo"}])
-    rooms = Rooms(settings, None, {})  # type: ignore[arg-type]
+    rooms = Rooms(settings, SHELL, {})  # type: ignore[arg-type]
     assert rooms._named[name].search(f"{text} @{name}, hi") is not None
     assert rooms._named[name].search(f"{text} {name}") is not None
     glued = f"x{name}x"
@@ -176,9 +179,7 @@ def test_discord_keys_name_the_bot_and_remember_the_old_key(
     def inbox_of(bot_id: int) -> AccountInbox:
         adapter = LoopbackAdapter()
         adapter.bot_id = bot_id  # type: ignore[attr-defined]
-        shell = type("Shell", (), {"store": None, "dispatcher": None})()
-        shell.group_sessions, shell.throttle = "per_user", None
-        return AccountInbox(shell, f"discord@bot{bot_id}", adapter, lambda _e: False)
+        return AccountInbox(SHELL, f"discord@bot{bot_id}", adapter, lambda _e: False)  # type: ignore[arg-type]
 
     for old in (f"dc:msg:{message}", f"dc:edit:{message}:{stamp}", f"dc:int:{message}"):
         chat = Conversation(platform="discord", chat_id="1", chat_type="group")
@@ -202,7 +203,8 @@ def test_a_platform_copy_of_our_own_agents_message_is_recognised() -> None:
     settings = parse(agents=[{"name": n, "handler": "echo"} for n in ("a", "b")])
     ours = LoopbackAdapter()
     ours.bot_id = 42  # type: ignore[attr-defined]
-    rooms = Rooms(settings, None, {"discord@a": ours, "discord@b": LoopbackAdapter()})  # type: ignore[arg-type]
+    adapters = {"discord@a": ours, "discord@b": LoopbackAdapter()}
+    rooms = Rooms(settings, SHELL, adapters)  # type: ignore[arg-type]
     chat = Conversation(platform="discord", chat_id="1", chat_type="group")
 
     def said_by(sender: Sender) -> Event:

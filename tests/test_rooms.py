@@ -382,3 +382,27 @@ async def test_sigkill_mid_exchange_on_discord_loses_and_duplicates_nothing(
     assert fake.sent_by("bob") == ["bob says ok"]
     statuses = db_rows(tmp_path, "SELECT status, count(*) FROM inbox GROUP BY status")
     assert statuses == [("done", 3)]
+
+
+async def test_relays_pass_the_access_rules_and_the_flood_limit_that_people_meet(
+    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+) -> None:
+    """Only the two people are allowed (by user id) and each may send one message a
+    minute: alice, asked twice, is heard by bob and carol all the same. Her messages are
+    the gateway's own, paced by the room guards, not by the people's limits."""
+    access = {
+        "allow": [f"telegram:{person}" for person in PEOPLE],
+        "rate_limit": {"messages": 1, "per_seconds": 60},
+    }
+    settings = make_settings(tmp_path, access=access, **room_config(room, model))
+    gateway = Gateway(settings, build_adapters(settings))
+    await gateway.start()
+    try:
+        room.say(PEOPLE[0], "@alice_bot ask bob about lunch")
+        room.say(PEOPLE[1], "@alice_bot ask carol about dinner")
+        await settled(gateway, room, alice=2, bob=1, carol=1)
+    finally:
+        await gateway.stop()
+    assert sorted(room.sent("alice")) == ["bob, what do you think?", "carol, what do you think?"]
+    assert room.sent("bob") == ["bob says ok"]
+    assert room.sent("carol") == ["carol says ok"]
