@@ -179,7 +179,7 @@ async def test_an_agent_chain_stops_at_the_guard(
     assert "rooms.max_agent_turns: 3" in guard["why"]
 
 
-async def test_the_rate_guard_and_never_and_all(
+async def test_the_rate_guard_keeps_back_what_is_over_it(
     tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
 ) -> None:
     """``agent_rate: 1``: the chain's second relay in a minute is kept back, with its line."""
@@ -406,3 +406,32 @@ async def test_relays_pass_the_access_rules_and_the_flood_limit_that_people_meet
     assert sorted(room.sent("alice")) == ["bob, what do you think?", "carol, what do you think?"]
     assert room.sent("bob") == ["bob says ok"]
     assert room.sent("carol") == ["carol says ok"]
+
+
+async def test_respond_to_agents_all_never_and_an_agents_own_access(
+    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+) -> None:
+    """bob hears every agent message (``all``), carol none (``never``) even when named;
+    carol answers only the first person (her ``access.allow``), alice everyone."""
+    config = room_config(room, model)
+    config["agents"][1]["respond_to_agents"] = "all"
+    config["agents"][2]["respond_to_agents"] = "never"
+    config["agents"][2]["access"] = {"allow": [f"telegram:{PEOPLE[0]}"]}
+    settings = make_settings(tmp_path, **config)
+    gateway = Gateway(settings, build_adapters(settings))
+    with structlog.testing.capture_logs() as logs:
+        await gateway.start()
+        try:
+            room.say(PEOPLE[1], "@alice_bot ask carol about it")
+            await settled(gateway, room, alice=1, bob=1)
+            room.say(PEOPLE[1], "@carol_bot hello")  # not hers to answer
+            room.say(PEOPLE[0], "@carol_bot hello")
+            await settled(gateway, room, carol=1, bob=2)
+        finally:
+            await gateway.stop()
+    assert room.sent("alice") == ["carol, what do you think?"]
+    # all: bob answered alice's message to carol, and carol's answer to the person.
+    assert room.sent("bob") == ["bob says ok", "bob says ok"]
+    assert room.sent("carol") == ["carol says ok"]
+    (denied,) = events_named(logs, "agent.access_denied")
+    assert denied["agent"] == "carol" and f"telegram:{PEOPLE[1]}" in denied["places"]
