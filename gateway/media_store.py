@@ -91,10 +91,23 @@ def blob_store(store: object) -> BlobStore:
     return cast(BlobStore, store)
 
 
+#: The largest file each platform takes from a bot: checked at ``ctx.reply``, where the
+#: handler can still do something about it, not as a refusal in the outbox later.
+#: Telegram: 50 MB; Discord: 10 MB without boosts; Feishu: 30 MB (images over 10 MB
+#: go as files).
+PLATFORM_CAPS = {"telegram": 50 * 1024 * 1024, "discord": 10 * 1024 * 1024,
+                 "feishu": 30 * 1024 * 1024}  # fmt: skip
+
+
 async def store_files(
-    store: object, specs: Sequence[FileSpec], cap: int = MAX_BLOB_BYTES, platform: str = ""
+    store: object, specs: Sequence[FileSpec], cap: int | None = None, platform: str = ""
 ) -> list[OutFile]:
-    """Each file's bytes stored as a blob, and the :class:`OutFile` that names it."""
+    """Each file's bytes stored as a blob, and the :class:`OutFile` that names it.
+    ``cap`` defaults to the platform's limit (an agent's account, ``telegram@bot``,
+    counts as its platform), and is never above the store's."""
+    if cap is None:
+        cap = PLATFORM_CAPS.get(platform.split("@", 1)[0], MAX_BLOB_BYTES)
+    cap = min(cap, MAX_BLOB_BYTES)
     blobs = blob_store(store) if specs else None
     out: list[OutFile] = []
     for index, raw in enumerate(specs):
@@ -103,7 +116,8 @@ async def store_files(
             raise Fatal(f"files[{index}]: kind {spec.kind!r} is not one of {', '.join(KINDS)}")
         data = await _read(spec, cap)
         if len(data) > cap:
-            raise Fatal(f"files[{index}]: {len(data)} bytes, over the cap of {cap}")
+            where = f" for {platform}" if platform else ""
+            raise Fatal(f"files[{index}]: {len(data)} bytes, over the cap of {cap}{where}")
         if not data:
             raise Fatal(f"files[{index}]: the file is empty (platforms refuse empty files)")
         name = spec.name or _default_name(spec.source)

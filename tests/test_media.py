@@ -31,15 +31,15 @@ from tests.plugins import media as plugin
 from tether.adapters.base import Adapter, SendFatal, Sent
 from tether.buttons import Button
 from tether.config import Settings
+from tether.errors import Fatal
 from tether.events import OutMessage, Target
 from tether.files import KINDS, OutFile
 from tether.gateway.app import Gateway, build_adapters
 from tether.gateway.context import Context
-from tether.gateway.media import File, parts
+from tether.gateway.media import File, parts, store_files
 from tether.gateway.routing import Router
 from tether.gateway.splitting import utf16_len
-
-SHA = {name: hashlib.sha256(data).hexdigest() for name, data in [("photo", plugin.PHOTO)]}
+from tether.memory.inmemory import MemoryStore
 
 
 def router() -> Router:
@@ -131,6 +131,43 @@ async def test_telegram_sends_two_photos_as_one_album(
     assert [m["caption"] for m in telegram.media] == ["two photos", ""]
     assert len(telegram.calls_to("sendMediaGroup")) == 1  # one request, one outbox row
     assert db_rows(tmp_path, "SELECT count(*) FROM outbox") == [(1,)]
+
+
+async def test_telegram_sends_a_photo_over_10_mb_as_a_document(
+    tmp_path: Path, telegram: MediaTelegram
+) -> None:
+    big = b"\xff\xd8" + bytes(10 * 1024 * 1024)
+    handlers = Router("big")
+
+    @handlers.text(r"^big$")
+    async def _big(ctx: Context) -> None:
+        await ctx.reply("large", files=[File(big, name="big.jpg")])
+
+    settings = telegram_settings(tmp_path, telegram)
+    gateway = Gateway(settings, build_adapters(settings), router=handlers)
+    await gateway.start()
+    try:
+        telegram.push(message=telegram.message(42, "big"))
+        await telegram.wait_for(lambda: len(telegram.media) >= 1, timeout=30)
+    finally:
+        await gateway.stop()
+    (sent,) = telegram.media
+    assert (sent["method"], sent["filename"], len(sent["data"])) == (
+        "sendDocument",
+        "big.jpg",
+        len(big),
+    )
+
+
+async def test_a_file_over_the_platform_cap_fails_at_reply_naming_it() -> None:
+    store = MemoryStore()
+    eleven_mb = bytes(11 * 1024 * 1024)
+    with pytest.raises(
+        Fatal, match=r"files\[0\]: 11534336 bytes, over the cap of 10485760 for discord"
+    ):
+        await store_files(store, [File(eleven_mb, name="a.bin")], platform="discord")
+    (stored,) = await store_files(store, [File(eleven_mb, name="a.bin")], platform="telegram@bot")
+    assert stored.size == len(eleven_mb) and stored.kind == "document"
 
 
 def _photo_message(fake: MediaTelegram, file_id: str, size: int, text: str = "") -> dict[str, Any]:

@@ -28,6 +28,8 @@ from tether.adapters.media import DownloadError, check_stated, read_capped
 from tether.events import Attachment, OutMessage
 from tether.files import Upload
 
+#: ``im/v1/images`` takes up to 10 MB; a larger image goes up (and is sent) as a file.
+IMAGE_LIMIT = 10 * 1024 * 1024
 #: ``im/v1/files``'s ``file_type`` by MIME type; anything else is a ``stream``.
 _FILE_TYPES = {
     "application/pdf": "pdf",
@@ -46,7 +48,7 @@ async def send_files(messages: Messages, message: OutMessage, files: Sequence[Up
     if len(files) != 1:
         raise SendFatal(f"feishu sends one file per message, not {len(files)}")
     [upload] = files
-    if upload.kind == "photo":
+    if upload.kind == "photo" and len(upload.data) <= IMAGE_LIMIT:
         key = await _upload(messages, "/open-apis/im/v1/images", _image_form(upload), "image_key")
         content = ("image", json.dumps({"image_key": key}))
     else:

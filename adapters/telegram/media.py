@@ -37,6 +37,8 @@ log = structlog.get_logger("tether.telegram")
 
 #: Telegram's caption limit, in UTF-16 units.
 CAPTION_LIMIT = 1024
+#: sendPhoto's limit; a larger image is sent as a document.
+PHOTO_LIMIT = 10 * 1024 * 1024
 #: Uploads take longer than a text: the read timeout for a file request.
 UPLOAD_TIMEOUT = 120.0
 _METHODS: dict[FileKind, tuple[str, str]] = {
@@ -110,7 +112,9 @@ async def _post(
         }
     if len(files) == 1:
         [upload] = files
-        method, field = _METHODS[upload.kind]
+        # sendPhoto takes up to 10 MB (a 400 beyond); a larger image goes as a document.
+        kind: FileKind = "document" if _big_photo(upload) else upload.kind
+        method, field = _METHODS[kind]
         params[field] = InputFile(upload.data, filename=upload.name)
         if caption:
             params["caption"] = caption
@@ -119,7 +123,7 @@ async def _post(
     else:
         method = "sendMediaGroup"
         params["media"] = [
-            _ALBUM.get(upload.kind, InputMediaDocument)(
+            _ALBUM.get("document" if _big_photo(upload) else upload.kind, InputMediaDocument)(
                 media=upload.data,
                 filename=upload.name,
                 caption=caption if index == 0 and caption else None,
@@ -128,6 +132,10 @@ async def _post(
             for index, upload in enumerate(files)
         ]
     return await bot._post(method, params, read_timeout=UPLOAD_TIMEOUT)
+
+
+def _big_photo(upload: Upload) -> bool:
+    return upload.kind == "photo" and len(upload.data) > PHOTO_LIMIT
 
 
 async def download(bot: Bot, attachment: Attachment, cap: int) -> bytes:

@@ -51,6 +51,7 @@ class MediaTelegram(FakeTelegram):
 
     def app(self, control: bool = False) -> web.Application:
         app = super().app(control)
+        app._client_max_size = 50 * 1024 * 1024 + 65536  # the Bot API's upload limit
         app.router.add_get("/file/bot{token}/{path:.+}", self._file)
         return app
 
