@@ -213,3 +213,32 @@ def test_a_platform_copy_of_our_own_agents_message_is_recognised() -> None:
     assert rooms._ours(said_by(Sender(id="42", is_bot=True)))
     assert not rooms._ours(said_by(Sender(id="42", is_bot=False)))
     assert not rooms._ours(said_by(Sender(id="43", is_bot=True)))  # someone else's bot
+
+
+def test_changing_agents_or_rooms_waits_for_a_restart() -> None:
+    from tether.gateway.reload import needs_restart
+
+    agents = [{"name": "a", "handler": "echo", "platforms": tg(1)}]
+    old = parse(agents=agents)
+    assert needs_restart(old, parse(agents=agents)) == []
+    assert needs_restart(old, parse(agents=[{**agents[0], "persona": "new"}])) == ["agents"]
+    assert needs_restart(old, parse(agents=agents, rooms={"agent_rate": 3})) == ["rooms"]
+
+
+async def test_the_console_and_events_of_no_account_talk_to_the_first_agent(
+    tmp_path: Path,
+) -> None:
+    """``tether chat`` beside ``agents:``: the console is no agent's account, so the
+    first agent answers it, with its own persona and memory."""
+    from tests.conftest import make_settings, running
+
+    agents = [
+        {"name": "first", "handler": "echo", "persona": "one"},
+        {"name": "second", "handler": "echo"},
+    ]
+    settings = make_settings(tmp_path, agents=agents)
+    async with running(settings) as (gateway, loopback):
+        await loopback.say("hello there")
+        (sent,) = await loopback.wait_for_sent(1)
+        await gateway.drain()
+    assert sent.message.text == "hello there"
