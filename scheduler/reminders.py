@@ -205,10 +205,15 @@ class Reminders:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval)
             self._wake.clear()
-            try:
-                await self.sync()
-            except Exception:
-                log.exception("reminder.sync_failed")
+            # Shielded: a stop in the middle must not leave a half-started scheduler
+            # behind; stop() takes the lock after this sync is over.
+            await asyncio.shield(self._sync_logged())
+
+    async def _sync_logged(self) -> None:
+        try:
+            await self.sync()
+        except Exception:
+            log.exception("reminder.sync_failed")
 
     # -- the running set follows the store ---------------------------------------------
 
