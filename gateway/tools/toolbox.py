@@ -128,13 +128,16 @@ def build_toolbox(
     sources that need more than the settings (schedules keep their jobs in the store).
     """
     from tether.gateway.tools.builtin import BuiltinTools
-    from tether.gateway.tools.mcp import McpTools
     from tether.gateway.tools.reminders import reminder_tools
 
     sources: list[ToolSource] = [RouterTools(router), BuiltinTools(settings.agent.tools)]
     if (reminders := reminder_tools(settings.agent.tools, extra.get("reminders"))) is not None:
         sources.append(reminders)  # schedule, list_schedules, cancel_schedule
     if settings.mcp.servers:
+        # Imported only here: the MCP SDK (starlette, uvicorn, cryptography...) is ~30 MB
+        # of resident memory that a gateway without mcp.servers never uses (bench/idle.py).
+        from tether.gateway.tools.mcp import McpTools
+
         sources.append(McpTools(settings.mcp))  # mcp.servers: gateway/tools/mcp.py
     return Toolbox(sources)
 
