@@ -12,6 +12,9 @@ It keeps the promise the way every adapter does, with the browser as the platfor
   lives only in this process, so a reload or a restart loses nothing and shows each
   answer once; a send is idempotent (nothing leaves the process), so an ambiguous one
   is simply sent again.
+- **Streaming**: a streamed answer's preview (and its edits) is kept in this process and
+  shown by the page until the answer itself is in the store; a restart mid-stream loses
+  the preview only, and the answer comes as on any platform.
 
 The page is behind the console's login: the person chatting is the operator, so the
 web is trusted like the terminal console (:data:`tether.gateway.access.TRUSTED_PLATFORMS`).
@@ -34,6 +37,10 @@ if TYPE_CHECKING:
 ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The longest message the page may send, in characters.
 MAX_TEXT = 8000
+#: A streamed reply's preview message ends its key with this (gateway/streaming.py).
+PREVIEW = "#preview"
+#: Previews kept at most (each is dropped once its answer is in the store).
+MAX_PREVIEWS = 1000
 
 
 class WebChatError(ValueError):
@@ -45,10 +52,14 @@ class WebAdapter(Adapter):
     #: Delivery is the outbox row's own ``sent`` mark: sending twice shows it once.
     idempotent_send = True
     resend_unknown = True
+    #: A streamed reply shows on the page while it is written (gateway/streaming.py).
+    can_edit = True
+    edit_interval = 0.25
 
     def __init__(self, user: str = "operator") -> None:
         self.user = user
         self.inbox: Inbox | None = None
+        self._previews: dict[str, tuple[str, str]] = {}  # event key -> (chat, text so far)
 
     async def start(self, inbox: Inbox) -> None:
         self.inbox = inbox
@@ -89,7 +100,29 @@ class WebAdapter(Adapter):
         return new
 
     async def send(self, message: OutMessage) -> Sent:
+        if message.key.endswith(PREVIEW):
+            self._preview(message)
         return Sent(platform_id=message.key)
+
+    async def edit(self, message: OutMessage, platform_id: str) -> Sent:
+        """A streamed reply's preview edited as the model writes, or (a row of the outbox)
+        replaced by the answer, which the page then reads from the store."""
+        if message.key.endswith(PREVIEW):
+            self._preview(message)
+        return Sent(platform_id=platform_id)
+
+    def _preview(self, message: OutMessage) -> None:
+        self._previews[message.key.removesuffix(PREVIEW)] = (message.target.chat_id, message.text)
+        while len(self._previews) > MAX_PREVIEWS:
+            self._previews.pop(next(iter(self._previews)))
+
+    def previews(self, chat: str, answered: set[str]) -> list[tuple[str, str]]:
+        """``(event key, text so far)`` of the chat's replies being written: streamed
+        previews kept in this process only (a courtesy, like on every platform). Those
+        whose event has an answer in the store (``answered``) are dropped."""
+        for key in answered & self._previews.keys():
+            del self._previews[key]
+        return [(key, text) for key, (at, text) in self._previews.items() if at == chat]
 
 
 def check_web(settings: Settings) -> None:

@@ -180,3 +180,57 @@ async def test_chat_api_without_the_web_platform_is_404(tmp_path: Path) -> None:
                 assert response.status == 404
     finally:
         await running.stop()
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no {CHROMIUM} (.ci/run installs it)")
+async def test_a_streamed_answer_shows_while_written_then_once_in_full(tmp_path: Path) -> None:
+    from playwright.async_api import async_playwright, expect
+
+    from tests.fakes.openai_api import API_KEY, FakeOpenAI
+    from tests.fakes.openai_stream import Pacing
+
+    answer = " ".join(f"word{i}" for i in range(40))
+    pacing = Pacing(pieces=16, gap=0.15, hold_after=10)
+    model = FakeOpenAI(reply=lambda body: answer, pacing=pacing)
+    await model.start()
+    llm = {
+        "providers": {"fake": {"base_url": model.url, "api_key": API_KEY, "timeout": 30}},
+        "models": {"main": {"provider": "fake", "model": "main-model"}},
+        "default": "main",
+    }
+    settings = make_settings(
+        tmp_path,
+        http={"enabled": True, "port": 0, "ui": {"enabled": True, "token": TOKEN}},
+        platforms={"web": {"enabled": True}},
+        llm=llm,
+    )
+    gateway = await start(settings)
+    try:
+        assert gateway.http is not None
+        base = f"http://127.0.0.1:{gateway.http.port}"
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+            )
+            page = await browser.new_page()
+            await page.goto(f"{base}/ui/chat")
+            await page.fill("#password", TOKEN)
+            await page.click("#login")
+            await page.fill("#chat-text", "tell me a long story")
+            await page.click("#chat-send")
+            await pacing.held.wait()  # the model is mid-answer, and stays there
+            preview = page.locator("#chat li.agent.streaming")
+            await expect(preview).to_have_count(1)
+            await expect(preview).to_contain_text("word0")
+            shown = await preview.inner_text()
+            assert len(shown) < len(answer)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "chat-streaming.png"), full_page=True)
+            pacing.release()
+            await expect(page.locator("#chat li.agent")).to_have_text([answer])
+            await expect(page.locator("#chat li.streaming")).to_have_count(0)
+            await browser.close()
+    finally:
+        await gateway.stop()
+        await model.close()
+    assert db_rows(tmp_path, "SELECT status FROM outbox") == [("sent",)]

@@ -186,16 +186,20 @@ class Actions:
         return web.json_response({"accepted": True, "new": new})
 
     async def chat_log(self, request: web.Request) -> web.Response:
-        self._web()
         chat = request.query.get("chat", "")
         if not chat or len(chat) > 64:
             return web.json_response({"error": "chat: 1-64 characters"}, status=400)
+        adapter = self._web()
         lines = await self.host.store.chat_log(f"web:{chat}")
+        answered = {line.key.rsplit("#", 1)[0] for line in lines if line.role == "agent"}
         return web.json_response(
             {
                 "lines": [
                     {"key": line.key, "role": line.role, "text": line.text, "at": line.at}
                     for line in lines
-                ]
+                ],
+                "streaming": [
+                    {"key": key, "text": text} for key, text in adapter.previews(chat, answered)
+                ],
             }
         )

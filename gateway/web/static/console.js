@@ -62,6 +62,7 @@ function chat() {
   const pending = () => JSON.parse(localStorage.getItem(pendingKey) || "[]");
   const savePending = (items) => localStorage.setItem(pendingKey, JSON.stringify(items));
   let stored = [];
+  let streaming = [];  // answers being written (previews, not yet in the store)
 
   const render = () => {
     const known = new Set(stored.map((line) => line.key));
@@ -71,6 +72,13 @@ function chat() {
       item.className = line.role;
       item.dataset.key = line.key;
       item.textContent = line.text;
+      list.append(item);
+    }
+    for (const preview of streaming) {
+      const item = document.createElement("li");
+      item.className = "agent streaming";
+      item.dataset.key = preview.key;
+      item.textContent = preview.text;
       list.append(item);
     }
     for (const message of pending()) {
@@ -95,6 +103,13 @@ function chat() {
   };
 
   const flush = async () => {
+    for (const preview of streaming) {
+      const item = document.createElement("li");
+      item.className = "agent streaming";
+      item.dataset.key = preview.key;
+      item.textContent = preview.text;
+      list.append(item);
+    }
     for (const message of pending()) {
       try { await send(message); } catch (_error) { return; }  // offline: keep it for later
     }
@@ -104,7 +119,7 @@ function chat() {
     try {
       const response = await fetch(`/ui/api/chat/log?chat=${encodeURIComponent(chatId)}`, { credentials: "same-origin" });
       if (response.status === 401) { location.href = "/ui/login?next=/ui/chat"; return; }
-      if (response.ok) { stored = (await response.json()).lines; }
+      if (response.ok) { ({ lines: stored, streaming } = await response.json()); }
     } catch (_error) { /* restarting */ }
     render();
   };
@@ -120,7 +135,7 @@ function chat() {
     await poll();
   });
   flush().then(poll);
-  setInterval(async () => { await flush(); await poll(); }, 1000);
+  setInterval(async () => { await flush(); await poll(); }, 500);
 }
 
 const pages = { overview, live, chat };
