@@ -63,6 +63,9 @@ class Auth:
         self._key = hashlib.sha256(material).digest()
         self._failures: dict[str, deque[float]] = {}
         self._revoked: dict[str, float] = {}
+        #: Password checks at once: each is ~0.1 s of scrypt and 32 MiB, and many client
+        #: addresses each within their limit must not take the gateway's CPU or memory.
+        self._checks = asyncio.Semaphore(2)
 
     # -- the credential ---------------------------------------------------------------
 
@@ -75,7 +78,8 @@ class Auth:
             ok = hmac.compare_digest(given.encode(), token.get_secret_value().encode())
         stored = self.config.password_hash
         if not ok and stored is not None:
-            ok = await asyncio.to_thread(verify_password, given, stored.get_secret_value())
+            async with self._checks:
+                ok = await asyncio.to_thread(verify_password, given, stored.get_secret_value())
         return ok
 
     def wait(self, remote: str) -> float:
