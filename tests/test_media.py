@@ -211,9 +211,9 @@ async def discord_fake() -> AsyncIterator[FakeDiscord]:
         await fake.stop()
 
 
-def discord_settings(tmp_path: Path, fake: FakeDiscord) -> Settings:
+def discord_settings(tmp_path: Path, fake: FakeDiscord, **extra: Any) -> Settings:
     section = {"token": fake.token, "api_base": fake.api_base, "gateway_url": fake.gateway_url}
-    return make_settings(tmp_path, platforms={"discord": section})
+    return make_settings(tmp_path, platforms={"discord": {**section, **extra}})
 
 
 async def test_discord_sends_the_files_as_attachments_of_one_message(
@@ -234,6 +234,26 @@ async def test_discord_sends_the_files_as_attachments_of_one_message(
     (post,) = [p for p in discord_fake.posts if p.body.get("_files")]
     assert [f["data"] for f in post.body["_files"]] == [plugin.PHOTO, plugin.DOCUMENT, plugin.VOICE]
     assert post.body["enforce_nonce"] is True and post.body["nonce"]
+
+
+async def test_discord_ask_answered_with_files_completes_the_deferred_response(
+    tmp_path: Path, discord_fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_TEST_DIR", str(tmp_path))
+    settings = discord_settings(tmp_path, discord_fake, ask_command=True)
+    async with running(settings):
+        await discord_fake.wait_for(lambda: discord_fake.connected >= 1)
+        await discord_fake.interact("files")
+        await discord_fake.wait_for(lambda: len(discord_fake.sent) >= 1)
+    ((token, body),) = discord_fake.original_edits
+    assert (token, body["content"]) == ("itoken-1", plugin.CAPTION)  # no "thinking..." left
+    (message,) = discord_fake.sent
+    assert message["content"] == ""  # the caption is shown once, in the response
+    assert [a["filename"] for a in message["attachments"]] == [
+        "chart.png",
+        "report.pdf",
+        "note.ogg",
+    ]
 
 
 async def test_discord_download_reads_the_attachment_url_within_the_cap(

@@ -11,22 +11,49 @@ need a waveform only its clients record).
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Sequence
 
 import discord
+import structlog
 
 from tether.adapters.base import Sent
-from tether.adapters.discord.send import _allowed_mentions, send_nonce
+from tether.adapters.discord.send import (
+    INTERACTION_MARGIN,
+    _allowed_mentions,
+    _edit_original,
+    send_nonce,
+)
 from tether.adapters.media import DownloadError, check_stated, fetch
 from tether.events import Attachment, OutMessage
 from tether.files import Upload
+
+log = structlog.get_logger("tether.discord")
 
 #: Seconds an upload may take before it counts as ambiguous (then retried, same nonce).
 UPLOAD_TIMEOUT = 120.0
 
 
 async def send_files(client: discord.Client, message: OutMessage, files: Sequence[Upload]) -> Sent:
-    """One Create Message carrying ``files``, its text their caption."""
+    """One Create Message carrying ``files``, its text their caption.
+
+    The first reply to ``/ask`` also completes the deferred response (an edit, so
+    idempotent too) with the caption, while its token is valid; the files then follow
+    in the channel. Without that edit the response would show "thinking…" forever."""
+    interaction = message.meta.get("interaction")
+    if (
+        isinstance(interaction, dict)
+        and message.key.endswith("#0")
+        and float(interaction.get("expires", 0)) - INTERACTION_MARGIN > time.time()
+    ):
+        shown = message.model_copy(update={"text": message.text or "(files below)"})
+        try:
+            await _edit_original(client, interaction, shown)
+            message = message.model_copy(update={"text": ""})  # the caption is shown
+        except discord.HTTPException as exc:
+            if exc.status not in (401, 404):
+                raise
+            log.warning("discord.interaction_expired", key=message.key)
     channel = client.get_partial_messageable(int(message.target.chat_id))
     uploads = [discord.File(io.BytesIO(upload.data), filename=upload.name) for upload in files]
     reference = None

@@ -621,7 +621,7 @@ class FakeDiscord:
             existing = self.nonces.get((channel, str(nonce)))
             if existing is not None:
                 return existing  # what Discord does for a repeated nonce: no second message
-        message = self.message(channel, str(body.get("content", "")), author=BOT_USER)
+        message = self.message(channel, str(body.get("content") or ""), author=BOT_USER)
         message["nonce"] = nonce
         message["components"] = body.get("components") or []
         message["attachments"] = attachments(body, self.next_id)

@@ -3,6 +3,7 @@
 
 - ``files``: a caption with a photo (bytes), a document (a path) and a voice note;
 - ``album``: two photos;
+- ``/ask files`` (Discord's slash command): as ``files``;
 - a message with a file: downloads it (``max:N`` in the text caps it) and answers
   with its size and sha256, or why not.
 """
@@ -51,6 +52,12 @@ async def files(ctx: Context) -> None:
             File(VOICE, name="note.ogg", kind="voice"),
         ],
     )
+
+
+@router.command("ask")  # Discord's /ask: the question is the args
+async def ask(ctx: Context) -> None:
+    if ctx.event.args == "files":
+        await files(ctx)
 
 
 @router.text(r"^album$")
