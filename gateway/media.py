@@ -19,7 +19,7 @@ In. :class:`Downloads` is ``ctx.download``: the adapter's file API, capped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -121,7 +121,7 @@ async def deliver(adapter: Adapter, store: object, message: OutMessage) -> Sent:
 class Downloads:
     """``ctx.download``: an inbound file's bytes through its platform's file API."""
 
-    def __init__(self, adapters: dict[str, Adapter] | Any) -> None:
+    def __init__(self, adapters: Mapping[str, Adapter]) -> None:
         self.adapters = adapters
 
     async def __call__(self, event: Event, attachment: Attachment, cap: int) -> bytes:
