@@ -264,6 +264,9 @@ async def test_a_fact_forgotten_on_the_page_is_gone_from_the_next_prompt(
             prompt = llm.requests[-1].system
             assert "Mittens" not in prompt
             assert "Bergen" in prompt and "Oslo" not in prompt
+            # The call's tokens are on the overview, from the store's usage rows.
+            await page.goto(f"{base}/ui/")
+            await expect(page.locator("#count-tokens")).not_to_have_text("0")
             await page.close()
     finally:
         await llm.close()
