@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, cast
 from urllib.parse import unquote, urlsplit
@@ -22,7 +21,7 @@ import structlog
 from tether.adapters.media import DEFAULT_MAX_DOWNLOAD, DownloadError, fetch
 from tether.errors import Fatal, Retryable
 from tether.events import Attachment, Event
-from tether.files import KINDS, FileKind, OutFile, guess_kind, guess_mime
+from tether.files import KINDS, File, OutFile, guess_kind, guess_mime
 from tether.gateway import metrics
 from tether.memory.blobs import MAX_BLOB_BYTES
 from tether.memory.roles import BlobStore
@@ -30,21 +29,6 @@ from tether.memory.roles import BlobStore
 log = structlog.get_logger("tether.media")
 
 __all__ = ["DEFAULT_MAX_DOWNLOAD", "Downloader", "File", "FileSpec", "blob_store", "store_files"]
-
-
-@dataclass(frozen=True, slots=True)
-class File:
-    """A file to send: ``source`` is a path, the bytes, or an ``http(s)`` URL (fetched
-    once, while the handler runs, and stored like bytes).
-
-    ``kind`` defaults from the name's type (image → ``photo``, else ``document``); say
-    ``"voice"`` for a voice note. ``name`` defaults from the path or URL.
-    """
-
-    source: str | Path | bytes
-    name: str | None = None
-    kind: FileKind | None = None
-    mime: str | None = None
 
 
 FileSpec = File | str | Path | bytes

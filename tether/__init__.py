@@ -2,7 +2,7 @@
 
 What a bot author imports::
 
-    from tether import Context, Router, Retryable, Fatal
+    from tether import Context, Router, Retryable, Fatal, File
 
 The repository keeps one folder per concern (``gateway/``, ``adapters/``, ``memory/``,
 ``scheduler/``, ``config/``); installed, they live under this one namespace
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import Fatal, Retryable
 from tether.events import Attachment, Conversation, Event, Kind, OutMessage, Sender, Target
+from tether.files import File
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context
@@ -32,6 +33,7 @@ __all__ = [
     "Conversation",
     "Event",
     "Fatal",
+    "File",
     "Kind",
     "OutMessage",
     "Retryable",

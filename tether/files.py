@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mimetypes
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +47,21 @@ class Upload:
     name: str
     mime: str
     data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class File:
+    """A file to send: ``source`` is a path, the bytes, or an ``http(s)`` URL (fetched
+    once, while the handler runs, and stored like bytes).
+
+    ``kind`` defaults from the name's type (image → ``photo``, else ``document``); say
+    ``"voice"`` for a voice note. ``name`` defaults from the path or URL.
+    """
+
+    source: str | Path | bytes
+    name: str | None = None
+    kind: FileKind | None = None
+    mime: str | None = None
 
 
 def guess_mime(name: str, kind: FileKind) -> str:

@@ -16,10 +16,9 @@ import re
 import tempfile
 from pathlib import Path
 
-from tether import Context, Router
+from tether import Context, File, Router
 from tether.adapters.media import DownloadError
 from tether.events import Kind
-from tether.gateway.media import File
 
 router = Router("media")
 
