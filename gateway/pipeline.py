@@ -76,6 +76,8 @@ class Pipeline:
         await self.store.begin(row)
         event = row.event
         elog = log.bind(key=row.key, conversation=row.conversation, attempt=row.attempts)
+        if "agent" in event.meta:  # several agents (gateway/multiagent.py): whose event
+            elog = elog.bind(agent=event.meta["agent"])
         elog.info("event.started", platform=event.platform, kind=event.kind.value)
         metrics.labelled(metrics.EVENTS, event.platform, "started").inc()
         ctx = Context(

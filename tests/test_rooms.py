@@ -176,6 +176,9 @@ async def test_an_agent_chain_stops_at_the_guard(
     assert room.sent("carol") == ["alice, chain on please"]  # the third: nobody hears it
     (guard,) = events_named(logs, "room.guard")
     assert guard["guard"] == "max_agent_turns" and guard["addressed"] == ["alice"]
+    # The pipeline's lines name the agent whose event it is.
+    done = sorted((line["agent"], line["key"][:5]) for line in events_named(logs, "event.done"))
+    assert done == [("alice", "tg:90"), ("bob", "room:"), ("carol", "room:")]
     assert "rooms.max_agent_turns: 3" in guard["why"]
 
 
