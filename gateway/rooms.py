@@ -12,8 +12,10 @@ marked, so a crash in between leaves the row ``sending``; the restart then relay
 
 Each agent decides as for a person (``respond_to_agents``: ``mentioned`` — its name or
 an alias appears —, ``all`` or ``never``); an agent it does not address is not given
-the event at all. Loop guards, each stop one ``room.guard`` log line naming the guard
-and a ``tether_room_guard_total{guard}`` count:
+the event at all. A relay is the gateway's own: it passes ``access:`` and skips the
+per-sender flood limit. Loop guards (a stop by either of the first two is one
+``room.guard`` log line naming the guard and why, and a ``tether_room_guard_total{guard}``
+count):
 
 - ``max_agent_turns``: a chain of agent messages since the last human message is at
   most this long. A relayed message carries its depth (``meta.room.depth``); a message
