@@ -170,6 +170,37 @@ async def test_a_file_over_the_platform_cap_fails_at_reply_naming_it() -> None:
     assert stored.size == len(eleven_mb) and stored.kind == "document"
 
 
+async def test_telegram_a_markdown_caption_renders_and_a_refused_one_goes_plain(
+    tmp_path: Path, telegram: MediaTelegram
+) -> None:
+    handlers = Router("captions")
+
+    @handlers.text(r"^md$")
+    async def _md(ctx: Context) -> None:
+        await ctx.reply("**Chart** for [the team](https://example.com)", format="markdown",
+                        files=[File(plugin.PHOTO, name="c.png")])  # fmt: skip
+
+    @handlers.text(r"^broken$")
+    async def _broken(ctx: Context) -> None:
+        await ctx.reply("<b>unclosed", format="html", files=[File(plugin.PHOTO, name="d.png")])
+
+    settings = telegram_settings(tmp_path, telegram)
+    telegram.fail_next("sendPhoto", 400, "Bad Request: can't parse entities: unclosed tag")
+    gateway = Gateway(settings, build_adapters(settings), router=handlers)
+    await gateway.start()
+    try:
+        telegram.push(message=telegram.message(41, "broken"))
+        await telegram.wait_for(lambda: len(telegram.media) >= 1)
+        telegram.push(message=telegram.message(42, "md"))
+        await telegram.wait_for(lambda: len(telegram.media) >= 2)
+    finally:
+        await gateway.stop()
+    broken, markdown = telegram.media
+    assert (broken["caption"], broken["parse_mode"]) == ("unclosed", None)
+    assert markdown["parse_mode"] == "MarkdownV2"
+    assert markdown["caption"] == "Chart for the team"  # as shown: the entities parsed
+
+
 def _photo_message(fake: MediaTelegram, file_id: str, size: int, text: str = "") -> dict[str, Any]:
     message = fake.message(42, "")
     del message["text"]

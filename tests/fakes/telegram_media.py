@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.telegram_api import FakeTelegram, _ApiError
+from tests.fakes.telegram_text import Refused, rendered
 
 #: The Bot API's caption limit, in UTF-16 units.
 CAPTION_LIMIT = 1024
@@ -37,6 +38,18 @@ _FIELDS = {
 
 def _utf16(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
+
+
+def _shown(caption: str, parse_mode: Any) -> str:
+    """The caption as shown: MarkdownV2 parsed (and refused) as Telegram does, and the
+    1024 limit counted on the result, as for a message text."""
+    try:
+        shown = rendered(caption, parse_mode if isinstance(parse_mode, str) else None)
+    except Refused as exc:
+        raise _ApiError(400, f"Bad Request: can't parse entities: {exc}") from exc
+    if _utf16(shown) > CAPTION_LIMIT:
+        raise _ApiError(400, "Bad Request: message caption is too long")
+    return shown
 
 
 class MediaTelegram(FakeTelegram):
@@ -91,9 +104,7 @@ class MediaTelegram(FakeTelegram):
         upload = params.get(field)
         if not isinstance(upload, dict) or not upload.get("data"):
             raise _ApiError(400, f"Bad Request: there is no {field} in the request")
-        caption = str(params.get("caption") or "")
-        if _utf16(caption) > CAPTION_LIMIT:
-            raise _ApiError(400, "Bad Request: message caption is too long")
+        caption = _shown(str(params.get("caption") or ""), params.get("parse_mode"))
         message = self._visible(method, field, params, upload, caption)
         await self._maybe_hold(method)
         return message
@@ -109,9 +120,7 @@ class MediaTelegram(FakeTelegram):
             upload = params.get(ref.removeprefix("attach://"))
             if not ref.startswith("attach://") or not isinstance(upload, dict):
                 raise _ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
-            caption = str(item.get("caption") or "")
-            if _utf16(caption) > CAPTION_LIMIT:
-                raise _ApiError(400, "Bad Request: message caption is too long")
+            caption = _shown(str(item.get("caption") or ""), item.get("parse_mode"))
             messages.append(
                 self._visible("sendMediaGroup", str(item.get("type")), params, upload, caption)
             )
