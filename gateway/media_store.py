@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 
-from tether.adapters.media import DEFAULT_MAX_DOWNLOAD, DownloadError, fetch
+from tether.adapters.media import DEFAULT_MAX_DOWNLOAD, DownloadError, TooLarge, fetch
 from tether.errors import Fatal, Retryable
 from tether.events import Attachment, Event
 from tether.files import KINDS, File, OutFile, guess_kind, guess_mime
@@ -53,6 +53,8 @@ async def _read(spec: File, cap: int) -> bytes:
     if _is_url(source):
         try:
             return await fetch(str(source), cap)
+        except TooLarge as exc:  # another try fetches the same bytes
+            raise Fatal(f"file {_default_name(source)!r}: {exc}") from exc
         except DownloadError as exc:  # a URL that fails now may answer on a retry
             raise Retryable(f"file {_default_name(source)!r}: {exc}") from exc
     return await asyncio.to_thread(_read_path, Path(source), cap)
@@ -95,6 +97,13 @@ async def store_files(
     blobs = blob_store(store) if specs else None
     out: list[OutFile] = []
     for index, raw in enumerate(specs):
+        if isinstance(raw, bytearray | memoryview):
+            raw = bytes(raw)
+        if not isinstance(raw, File | str | Path | bytes):
+            raise Fatal(
+                f"files[{index}]: expected a path, bytes, an http(s) URL or a File,"
+                f" not {type(raw).__name__}"
+            )
         spec = raw if isinstance(raw, File) else File(raw)
         if spec.kind is not None and spec.kind not in KINDS:
             raise Fatal(f"files[{index}]: kind {spec.kind!r} is not one of {', '.join(KINDS)}")
@@ -104,19 +113,12 @@ async def store_files(
             raise Fatal(f"files[{index}]: {len(data)} bytes, over the cap of {cap}{where}")
         if not data:
             raise Fatal(f"files[{index}]: the file is empty (platforms refuse empty files)")
-        name = spec.name or _default_name(spec.source)
+        name = (spec.name or _default_name(spec.source))[-255:]
         kind = spec.kind or guess_kind(name, spec.mime)
+        mime = spec.mime or guess_mime(name, kind)
         assert blobs is not None
         key = await blobs.put_blob(data)
-        out.append(
-            OutFile(
-                kind=kind,
-                name=name,
-                mime=spec.mime or guess_mime(name, kind),
-                blob=key,
-                size=len(data),
-            )
-        )
+        out.append(OutFile(kind=kind, name=name, mime=mime, blob=key, size=len(data)))
         metrics.labelled(metrics.MEDIA, platform, "stored").inc()
         log.info("media.stored", platform=platform, kind=kind, size=len(data), blob=key[:12])
     return out

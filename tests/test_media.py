@@ -168,6 +168,15 @@ async def test_a_file_over_the_platform_cap_fails_at_reply_naming_it() -> None:
         await store_files(store, [File(eleven_mb, name="a.bin")], platform="discord")
     (stored,) = await store_files(store, [File(eleven_mb, name="a.bin")], platform="telegram@bot")
     assert stored.size == len(eleven_mb) and stored.kind == "document"
+    with pytest.raises(Fatal, match=r"files\[1\]: expected a path, bytes, an http\(s\) URL"):
+        await store_files(store, [b"ok", 42])  # type: ignore[list-item]
+    cdn = await FakeCdn().start()
+    try:
+        url = cdn.add(eleven_mb, "big.bin")
+        with pytest.raises(Fatal, match=r"'big.bin': the file is 11534336 bytes, over the"):
+            await store_files(store, [url], platform="discord")  # not a retry: a Fatal
+    finally:
+        await cdn.stop()
 
 
 async def test_telegram_a_markdown_caption_renders_and_a_refused_one_goes_plain(
