@@ -220,7 +220,8 @@ class Gateway:
             raise store_error(self.settings.memory.store, self.store, exc) from exc
         # Seed tiktoken's cache now, off the loop: turns are counted when written, and a
         # missing encoding should stop the start, not a turn. The parsed encoding (~75 MB)
-        # is loaded now only for an `llm:`; without one it loads at the first turn counted.
+        # is loaded now only for an `llm:`; without one turns are stored uncounted.
+        tokens.count_turns(bool(self.llm))
         try:
             await asyncio.to_thread(tokens.encoding if self.llm else tokens.seed_cache)
         except Exception as exc:
@@ -447,5 +448,5 @@ def settle_heap() -> None:
     after start.
     """
     gc.collect()
+    release_heap()  # what start-up freed goes back to the system
     gc.freeze()
-    release_heap()  # and what start-up freed goes back to the system

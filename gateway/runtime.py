@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import os
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -53,11 +52,8 @@ def running_loop() -> str:
 def release_heap() -> None:
     """Return the C heap's free pages to the system (glibc ``malloc_trim``); a no-op
     where the C library has no such call."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: libc's
     except (OSError, AttributeError):
         return
     trim(0)

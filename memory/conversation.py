@@ -66,7 +66,7 @@ class ConversationMemory:
                 conversation=self.conversation,
                 role=role,
                 text=text,
-                tokens=tokens.count_message(text),
+                tokens=tokens.count_turn(text),
             )
         )
 

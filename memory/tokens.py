@@ -146,6 +146,27 @@ def _count_short(text: str, name: str) -> int:
 IMAGE_TOKENS = 765
 
 
+#: Whether turns are counted when written (:func:`count_turn`); Gateway.start sets it.
+_turns_counted = True
+
+
+def count_turns(counted: bool) -> None:
+    """Count turns when they are written (a gateway with an ``llm:``), or leave them
+    uncounted: an echo bot never reads the counts, and loading the encoding (~75 MB and
+    0.3 s on the event loop at the first turn) would be for nothing."""
+    global _turns_counted
+    _turns_counted = counted
+
+
+def count_turn(text: str, name: str = DEFAULT_ENCODING) -> int | None:
+    """A turn's count as stored: its tokens, or None when turns are not counted (the
+    stores charge an uncounted row by its length + 4, more than its tokens, so a model
+    added later never gets a prompt over its budget)."""
+    if not _turns_counted and encoding.cache_info().currsize == 0:
+        return None
+    return count_message(text, name)
+
+
 def count_message(text: str, name: str = DEFAULT_ENCODING) -> int:
     """Tokens one chat message costs in a prompt: its text plus the format's overhead."""
     return count(text, name) + MESSAGE_OVERHEAD

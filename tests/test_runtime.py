@@ -1,8 +1,9 @@
 """The process around the gateway (issue 22): the loop it runs on and what it loads.
 
 - The same gateway, durable store and all, answers on uvloop and on the standard loop.
-- Without an ``llm:`` section the start does not load the tiktoken encoding (~75 MB);
-  with one it does, so the first prompt does not pay for it.
+- Without an ``llm:`` section the tiktoken encoding (~75 MB) is never loaded: the start
+  does not load it and turns are stored uncounted; with one the start loads it, so the
+  first prompt does not pay for it.
 - Importing the Telegram adapter leaves ``cryptography`` unloaded (PTB would import it
   for Passport decryption only), and importable for whoever needs it later.
 """
@@ -69,18 +70,28 @@ def test_release_heap_is_safe_to_call() -> None:
 
 
 _START = """
-import asyncio, json, sys
+import asyncio, json, sqlite3, sys
 from tether.config import load_text
 from tether.adapters.loopback import LoopbackAdapter
 from tether.gateway.app import Gateway
 from tether.memory import tokens
 
 async def main():
-    gateway = Gateway(load_text(sys.argv[1]), {"loopback": LoopbackAdapter()})
+    adapter = LoopbackAdapter()
+    gateway = Gateway(load_text(sys.argv[1]), {"loopback": adapter})
     await gateway.start()
     loaded = tokens.encoding.cache_info().currsize
+    counts = []
+    if not gateway.llm:  # an echo turn: written, and still nothing loaded
+        await adapter.say("hello")
+        await adapter.wait_for_sent(1)
+        await gateway.drain()
+        loaded += tokens.encoding.cache_info().currsize
     await gateway.stop()
-    print(json.dumps({"encodings_loaded": loaded}))
+    if not gateway.llm:
+        path = json.loads(sys.argv[1])["memory"]["store"].removeprefix("sqlite:///")
+        counts = [n for (n,) in sqlite3.connect(path).execute("SELECT tokens FROM messages")]
+    print(json.dumps({"encodings_loaded": loaded, "counts": counts}))
 
 asyncio.run(main())
 """
@@ -92,6 +103,7 @@ def test_the_encoding_is_loaded_at_start_only_for_an_llm(tmp_path: Path, with_ll
         "memory": {"store": f"sqlite:///{tmp_path / 'tether.db'}"},
         "http": {"enabled": False},
         "platforms": {"console": {"enabled": False}},
+        "access": {"allow": ["*"]},
     }
     if with_llm:
         config["llm"] = {
@@ -103,7 +115,10 @@ def test_the_encoding_is_loaded_at_start_only_for_an_llm(tmp_path: Path, with_ll
         cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == {"encodings_loaded": int(with_llm)}
+    result = json.loads(done.stdout.splitlines()[-1])
+    # Without an llm: the echo's turns are stored uncounted (the stores charge such a row
+    # by its length, more than its tokens), and the encoding is never loaded.
+    assert result == {"encodings_loaded": int(with_llm), "counts": [] if with_llm else [None, None]}
 
 
 def test_the_telegram_adapter_leaves_cryptography_unloaded_and_importable() -> None:
