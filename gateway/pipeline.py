@@ -69,7 +69,7 @@ class Pipeline:
         #: Handlers running now: event key → (route, monotonic start), for the watchdog.
         self.running: dict[str, tuple[str, float]] = {}
         #: The running turn of each conversation, for ``/stop`` (:mod:`.stop`).
-        self.turns = stop.Turns()
+        self.turns = stop.Turns(store)
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""

@@ -18,9 +18,13 @@ letter) with what it had already queued plus :data:`STOPPED_NOTICE`; the steps i
 finished are kept (they were saved as they finished). Logs ``turn.stopped`` (the
 stopped event's key and how long it ran) and counts ``tether_turns_stopped_total``.
 
-Where the store is shared by several processes (PostgreSQL), ``/stop`` runs beside the
-lane as well, but it reaches only the turns of the process that received it: a turn
-running in another process answers :data:`NOTHING_RUNNING` (documented limit).
+Where the store is shared by several processes (PostgreSQL), the turn may run in
+another process than the one that received ``/stop``. That one then finds the running
+event in the conversation's lane in the store and writes its key to the cursor
+``stop:{conversation}`` (:func:`request`); each process that runs turns on a shared
+store reads those cursors every :data:`POLL` seconds while it runs any, and stops the
+turn whose key is asked for (``turn.stopped`` with ``requested: true``). Keys, not
+clocks: a request for a turn that already ended matches nothing.
 """
 
 from __future__ import annotations
@@ -30,11 +34,13 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 from prometheus_client import Counter
 
 from tether.events import Event, Kind
+from tether.memory.records import InboxRow
 
 log = structlog.get_logger("tether.stop")
 
@@ -48,6 +54,27 @@ NOTHING_RUNNING = "Nothing is running."
 #: Where the pipeline leaves the :class:`Turns` for the ``/stop`` handler (``ctx.data``).
 DATA_KEY = "tether.turns"
 COMMAND = "stop"
+#: Seconds between looks at the stop requests of other processes (shared store only).
+POLL = 0.5
+#: How far back those looks reach (a request is matched by key, so overlap is harmless).
+_LOOKBACK = 120.0
+
+
+def stop_cursor(conversation: str) -> str:
+    """The cursor that asks whichever process runs ``conversation``'s turn to stop it."""
+    return f"stop:{conversation}"
+
+
+class StopRequests(Protocol):
+    """What the cross-process requests use of a shared store."""
+
+    shared: bool
+
+    async def recent_cursors(self, prefix: str, since: float) -> dict[str, str]: ...
+
+    async def lane(self, conversation: str) -> list[InboxRow]: ...
+
+    async def set_cursor(self, name: str, value: str) -> None: ...
 
 
 def is_stop(event: Event) -> bool:
@@ -66,10 +93,13 @@ class _Turn:
 class Turns:
     """The handler running now in each conversation, so that ``/stop`` can cancel it."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: StopRequests | None = None) -> None:
         self._running: dict[str, _Turn] = {}
         #: Keys of turns cancelled by ``/stop`` whose pipeline run has not yet seen it.
         self._stopped: set[str] = set()
+        #: A shared store: stop requests of other processes are read from it.
+        self.store = store if store is not None and store.shared else None
+        self._watcher: asyncio.Task[None] | None = None
 
     @contextlib.contextmanager
     def running(self, conversation: str, event: Event, deadline: asyncio.Timeout) -> Iterator[None]:
@@ -81,13 +111,31 @@ class Turns:
             return
         turn = _Turn(event.key, deadline, time.monotonic())
         self._running[conversation] = turn
+        if self.store is not None and (self._watcher is None or self._watcher.done()):
+            self._watcher = asyncio.create_task(self._watch(self.store), name="stop-requests")
         try:
             yield
         finally:
             if self._running.get(conversation) is turn:
                 del self._running[conversation]
 
-    def stop(self, conversation: str) -> str | None:
+    async def _watch(self, store: StopRequests) -> None:
+        """While this process runs turns: stop those another process was asked to stop."""
+        since = time.time() - _LOOKBACK
+        while self._running:
+            await asyncio.sleep(POLL)  # a poll of the shared store (no event crosses hosts)
+            try:
+                asked = await store.recent_cursors("stop:", since)
+            except Exception:
+                log.exception("turn.stop_requests_failed")
+                continue
+            for name, key in asked.items():
+                conversation = name.removeprefix("stop:")
+                turn = self._running.get(conversation)
+                if turn is not None and turn.key == key:
+                    self.stop(conversation, requested=True)
+
+    def stop(self, conversation: str, *, requested: bool = False) -> str | None:
         """Cancel ``conversation``'s running turn; its event key, or None if none runs."""
         turn = self._running.pop(conversation, None)
         if turn is None or turn.stopped:
@@ -101,6 +149,7 @@ class Turns:
             key=turn.key,
             conversation=conversation,
             ran_ms=round((time.monotonic() - turn.started) * 1000, 2),
+            requested=requested,
         )
         return turn.key
 
@@ -110,3 +159,15 @@ class Turns:
             self._stopped.discard(key)
             return True
         return False
+
+
+async def request(store: StopRequests, conversation: str, own_key: str) -> str | None:
+    """Ask the process running ``conversation``'s turn to stop it (shared store): the
+    running event's key, or None when the store shows none running."""
+    running = [row.key for row in await store.lane(conversation) if row.status == "running"]
+    running = [key for key in running if key != own_key]
+    if not running:
+        return None
+    await store.set_cursor(stop_cursor(conversation), running[0])
+    log.info("turn.stop_requested", key=running[0], conversation=conversation)
+    return running[0]

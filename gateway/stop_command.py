@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from tether.gateway.context import Context
 from tether.gateway.routing import Router
-from tether.gateway.stop import COMMAND, DATA_KEY, NOTHING_RUNNING, STOPPED_ANSWER, Turns
+from tether.gateway.stop import (
+    COMMAND,
+    DATA_KEY,
+    NOTHING_RUNNING,
+    STOPPED_ANSWER,
+    Turns,
+    request,
+)
 
 
 def stop_router() -> Router:
@@ -17,7 +24,12 @@ def stop_router() -> Router:
     async def stop(ctx: Context) -> None:
         """Stop the conversation's running turn and say so, once."""
         turns = ctx.data.get(DATA_KEY)
-        stopped = turns.stop(ctx.conversation) if isinstance(turns, Turns) else None
+        if not isinstance(turns, Turns):
+            await ctx.reply(NOTHING_RUNNING, quote=False)
+            return
+        stopped = turns.stop(ctx.conversation)
+        if stopped is None and turns.store is not None:  # maybe in another process
+            stopped = await request(turns.store, ctx.conversation, ctx.event.key)
         await ctx.reply(STOPPED_ANSWER if stopped else NOTHING_RUNNING, quote=False)
 
     return router

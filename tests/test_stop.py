@@ -8,10 +8,12 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from unittest.mock import ANY
 
 import aiohttp
 import pytest
+import structlog
 from aiohttp import web
 from prometheus_client import REGISTRY
 
@@ -220,3 +222,49 @@ async def test_stop_with_a_shared_postgresql_store(
             assert row is not None and row.status == "done"
     assert seen == ["wait", "next"]
     assert len(loop.sent) == 3  # nothing answered twice
+
+
+async def test_stop_reaches_a_turn_running_in_another_gateway_process(
+    tmp_path: Path, pg_dsn: str, service: SlowService
+) -> None:
+    """Two gateways on one PostgreSQL store: the turn runs in one, /stop arrives at the
+    other, which asks through the store; the first stops it (turn.stopped, requested)."""
+    from tether.adapters.loopback import LoopbackAdapter
+    from tether.gateway.app import Gateway
+
+    seen: list[str] = []
+    settings = make_settings(tmp_path, memory={"store": pg_dsn})
+    adapters = [LoopbackAdapter(), LoopbackAdapter()]
+    gateways = [
+        Gateway(settings, {"loopback": adapter}, router=slow_router(service, seen))
+        for adapter in adapters
+    ]
+    for gateway in gateways:
+        await gateway.start()
+    try:
+        with structlog.testing.capture_logs() as logs:
+            waiting = await adapters[0].say("wait")
+            await service.arrived.wait()
+            # It runs in the first gateway; the second receives /stop.
+            assert waiting.key in gateways[0].pipeline.running
+            await adapters[1].say("/stop", key="loopback:1:stop")  # its own key counter
+            sent = await asyncio.wait_for(both_sent(adapters, 2), 30)
+        assert sorted(sent) == sorted([STOPPED_NOTICE, STOPPED_ANSWER])
+        stopped = [e for e in logs if e["event"] == "turn.stopped"]
+        assert [(e["key"], e["requested"]) for e in stopped] == [(waiting.key, True)]
+        row = await gateways[0].store.inbox_row(waiting.key)
+        assert row is not None and row.status == "done"
+    finally:
+        for gateway in gateways:
+            await gateway.stop()
+    assert not service.release.is_set() and seen == ["wait"]
+
+
+async def both_sent(adapters: list[Any], count: int) -> list[str]:
+    """The texts the adapters delivered, once there are ``count`` of them."""
+    while sum(len(a.sent) for a in adapters) < count:
+        waits = [asyncio.ensure_future(a.wait_for_sent(len(a.sent) + 1, 30)) for a in adapters]
+        _done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in pending:
+            waiter.cancel()
+    return [d.message.text for a in adapters for d in a.sent]
