@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from tether.gateway.slots import Slots
 from tether.memory.roles import LaneLocks
 
 Row = TypeVar("Row")
@@ -77,7 +78,7 @@ class Lanes(Generic[Row]):
     ) -> None:
         self._attempt_row = attempt
         self._due = due
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = Slots(concurrency)  # a Semaphore whose release is O(1): slots.py
         self._task = task
         self._failed = failed
         self._shared = shared
