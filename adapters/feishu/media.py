@@ -53,9 +53,15 @@ async def send_files(messages: Messages, message: OutMessage, files: Sequence[Up
         content = ("image", json.dumps({"image_key": key}))
     else:
         key = await _upload(messages, "/open-apis/im/v1/files", _file_form(upload), "file_key")
-        msg_type = "audio" if upload.kind == "voice" else "file"
+        msg_type = "audio" if _opus_voice(upload) else "file"
         content = (msg_type, json.dumps({"file_key": key}))
     return await messages.send(message, content)
+
+
+def _opus_voice(upload: Upload) -> bool:
+    """A voice note Feishu can play as one (Opus, as Telegram's are); any other audio
+    goes as a file, which Feishu takes whatever its format."""
+    return upload.kind == "voice" and upload.mime in ("audio/ogg", "audio/opus")
 
 
 def _image_form(upload: Upload) -> aiohttp.FormData:
@@ -66,7 +72,7 @@ def _image_form(upload: Upload) -> aiohttp.FormData:
 
 
 def _file_form(upload: Upload) -> aiohttp.FormData:
-    file_type = "opus" if upload.kind == "voice" else _FILE_TYPES.get(upload.mime, "stream")
+    file_type = "opus" if _opus_voice(upload) else _FILE_TYPES.get(upload.mime, "stream")
     form = aiohttp.FormData()
     form.add_field("file_type", file_type)
     form.add_field("file_name", upload.name)
