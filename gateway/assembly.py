@@ -81,9 +81,9 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
     if use_console:
         from tether.adapters.console import ConsoleAdapter
 
-        adapters["console"] = ConsoleAdapter(
-            settings.platforms.console.user, name=settings.agent.name
-        )
+        # With agents:, the first agent answers the console (AgentsRouter): its name shows.
+        name = settings.agents[0].name if settings.agents else settings.agent.name
+        adapters["console"] = ConsoleAdapter(settings.platforms.console.user, name=name)
     if settings.platforms.telegram:
         from tether.adapters.telegram import TelegramAdapter
 

@@ -242,3 +242,5 @@ async def test_the_console_and_events_of_no_account_talk_to_the_first_agent(
         (sent,) = await loopback.wait_for_sent(1)
         await gateway.drain()
     assert sent.message.text == "hello there"
+    console = build_adapters(settings, console=True)["console"]
+    assert console.name == "first"  # type: ignore[attr-defined]  # "Chatting with first."
