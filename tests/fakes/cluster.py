@@ -61,6 +61,7 @@ class Cluster:
         store: str,
         telegram: dict[str, Any],
         plugins: list[str] | None = None,
+        sweep_interval: float = 0.2,
     ) -> None:
         self.instances: list[Instance] = []
         for index in range(count):
@@ -70,7 +71,7 @@ class Cluster:
             config = {
                 "memory": {"store": store},
                 "http": {"enabled": True, "port": port},
-                "pipeline": {"sweep_interval": 0.2},
+                "pipeline": {"sweep_interval": sweep_interval},
                 "platforms": {
                     "console": {"enabled": False},
                     "telegram": {
