@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -150,6 +151,12 @@ async def run_tether(fake: FakeServer, updates: int, log_level: str) -> dict[str
         return result
 
 
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def rate(result: dict[str, Any], updates: int) -> float:
     seconds = result["last_sent_at"] - result["first_batch_at"]
     return round(updates / seconds, 1)
@@ -187,10 +194,13 @@ async def main() -> None:
         for name, run in contestants:
             print(f"running {name}", file=sys.stderr, flush=True)
             await fake.load(args.updates, args.chats)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), _cpu()
             result = await run()
             out[f"{name}_updates_per_s"] = rate(result, args.updates)
             out[f"{name}_wall_s"] = round(time.perf_counter() - started, 2)
+            # This process and its children that ended (Tether's SQLite writer): the
+            # contestant's CPU, whatever else the machine runs meanwhile.
+            out[f"{name}_updates_per_cpu_s"] = round(args.updates / (_cpu() - cpu), 1)
             out[f"{name}_api_calls"] = result["calls"]
     finally:
         fake.close()
@@ -198,6 +208,9 @@ async def main() -> None:
     out["ratio_tether_vs_ptb"] = round(tether / out["ptb_updates_per_s"], 2)
     fastest = out["ptb_aiohttp_concurrent_updates_per_s"]
     out["ratio_tether_vs_ptb_aiohttp_concurrent"] = round(tether / fastest, 2)
+    out["ratio_per_cpu_s_tether_vs_ptb_aiohttp_concurrent"] = round(
+        out["tether_updates_per_cpu_s"] / out["ptb_aiohttp_concurrent_updates_per_cpu_s"], 2
+    )
     out["target"] = {"ratio_tether_vs_ptb_aiohttp_concurrent": 1.0}
     out["loop"] = runtime.loop_name()
     out["tether_log_level"] = args.log_level
