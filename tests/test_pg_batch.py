@@ -3,7 +3,7 @@ and each caller still gets its own answer, after the commit.
 
 - Concurrent accepts: each caller gets its own rows, in its own order; a key posted
   twice at once is new for exactly one caller; every accepted row is in the table.
-- One refused write in a batch fails that write alone: its neighbours are committed.
+- One refused write (or accept) in a batch fails alone: its neighbours are committed.
 - Concurrent writes are fewer transactions than writes (the rows' ``xmin``).
 - Lane locks asked for at once: each asker gets its own answer; another process sees them.
 """
@@ -95,3 +95,14 @@ async def test_lane_locks_asked_together_are_answered_each(pg_dsn: str) -> None:
     finally:
         await here.close()
         await there.close()
+
+
+async def test_a_refused_accept_fails_alone(store: PostgresStore) -> None:
+    """PostgreSQL refuses a NUL in text: that caller's accept fails, the others' land."""
+    good = [store.accept([(event(f"ok{n}"), "c1")]) for n in range(10)]
+    bad = store.accept([(event("nul"), "c\x00")])
+    results = await asyncio.gather(*good, bad, return_exceptions=True)
+    keys = [rows[0].key if isinstance(rows, list) and rows[0] else rows for rows in results[:10]]
+    assert keys == [f"ok{n}" for n in range(10)]
+    assert isinstance(results[10], asyncpg.PostgresError)
+    assert (await store.counts())["inbox"] == {"received": 10}
