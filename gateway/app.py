@@ -47,7 +47,6 @@ from tether.gateway.start_errors import encoding_error, listen_error, store_erro
 from tether.gateway.throttle import Throttle
 from tether.gateway.tools.toolbox import build_toolbox
 from tether.gateway.watchdog import Watchdog
-from tether.gateway.web import mount_console
 from tether.memory import tokens
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store
@@ -156,6 +155,8 @@ class Gateway:
         use_http = settings.http.enabled if http is None else http
         self.http = HttpServer(settings.http, self.readiness) if use_http else None
         if self.http and settings.http.ui.enabled:  # the web console (gateway/web/)
+            from tether.gateway.web import mount_console  # Jinja2 and all: 4 MB, if asked
+
             mount_console(self.http.app, self)
         #: ``tether reload`` and SIGHUP: re-reads ``config_path``, swaps what can change.
         self.reloader = Reloader(
