@@ -5,7 +5,8 @@ VPS pays for. Each configuration starts a real ``tether run -c FILE`` subprocess
 SQLite writer is its child process, so the tree is summed), waits for
 ``gateway.started``, lets it idle for ``--settle`` seconds and reads ``VmRSS`` of
 every process in the tree from ``/proc`` (RSS, the target's measure, and PSS, which
-does not count a page shared by the gateway and its writer twice).
+does not count a page shared by the gateway and its writer twice); then one console
+turn is answered and, idle again, the tree's RSS is read once more.
 
 - ``console``: console + echo, no ``llm:`` (the quick start);
 - ``console_telegram_discord``: console + Telegram (long-poll) + Discord (gateway
@@ -97,6 +98,18 @@ async def measure(name: str, config: dict[str, Any], tmp: Path, settle: float) -
         await asyncio.sleep(settle)  # idle: nothing happens for this long
         pids = tree(proc.pid)
         per = {pid: memory_kb(pid) for pid in pids}
+        # One console turn, then idle again: an echo bot must stay small after traffic.
+        assert proc.stdin is not None
+        proc.stdin.write(b"hello\n")
+        await proc.stdin.drain()
+        for _ in range(600):
+            if '"outbox.sent"' in log.read_text(errors="replace"):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise RuntimeError(f"{name}: the console turn was not answered in 60 s")
+        await asyncio.sleep(settle)
+        after = sum(memory_kb(pid)[0] for pid in tree(proc.pid))
     finally:
         if proc.returncode is None:
             proc.terminate()
@@ -109,6 +122,7 @@ async def measure(name: str, config: dict[str, Any], tmp: Path, settle: float) -
         "pss_mb": round(sum(kb for _, kb in per.values()) / 1024, 1),
         "main_rss_mb": round(main_kb / 1024, 1),
         "children_rss_mb": round((rss - main_kb) / 1024, 1),
+        "rss_mb_after_a_turn": round(after / 1024, 1),
     }
 
 
