@@ -220,8 +220,13 @@ async def test_made_then_killed_then_restarted_it_fires_exactly_once(
     fake.heal()
     second = await spawn("run", config, env)
     assert second.stdout is not None
-    answer = await asyncio.wait_for(second.stdout.readline(), 60)
-    reminded = await asyncio.wait_for(second.stdout.readline(), 60)
+    try:
+        answer = await asyncio.wait_for(second.stdout.readline(), 60)
+        reminded = await asyncio.wait_for(second.stdout.readline(), 60)
+    except TimeoutError:  # say what the restarted gateway did instead
+        second.kill()
+        _out, err = await second.communicate()
+        raise AssertionError(err.decode()[-4000:]) from None
     second.send_signal(signal.SIGTERM)
     out, err = await asyncio.wait_for(second.communicate(), 60)
     assert second.returncode == 0, err.decode()[-2000:]
