@@ -140,9 +140,12 @@ class Turns:
         turn = self._running.pop(conversation, None)
         if turn is None or turn.stopped:
             return None
+        try:
+            turn.deadline.reschedule(asyncio.get_running_loop().time())
+        except RuntimeError:  # its handler_timeout is expiring this very moment
+            return None
         turn.stopped = True
         self._stopped.add(turn.key)
-        turn.deadline.reschedule(asyncio.get_running_loop().time())
         STOPPED.inc()
         log.info(
             "turn.stopped",
