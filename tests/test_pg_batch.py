@@ -106,3 +106,19 @@ async def test_a_refused_accept_fails_alone(store: PostgresStore) -> None:
     assert keys == [f"ok{n}" for n in range(10)]
     assert isinstance(results[10], asyncpg.PostgresError)
     assert (await store.counts())["inbox"] == {"received": 10}
+
+
+async def test_a_lane_lock_taken_twice_is_held_until_released_twice(pg_dsn: str) -> None:
+    """Session locks count: taken in two batches, released by two unlocks sent at once
+    (one query), it is free for another process afterwards, not held forever."""
+    here, there = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
+    await here.open()
+    await there.open()
+    try:
+        assert await here.try_lock("lane:twice")
+        assert await here.try_lock("lane:twice")  # this session again: PostgreSQL counts it
+        await asyncio.gather(here.unlock("lane:twice"), here.unlock("lane:twice"))
+        assert await there.try_lock("lane:twice")
+    finally:
+        await here.close()
+        await there.close()

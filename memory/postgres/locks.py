@@ -81,23 +81,31 @@ class AdvisoryLocks:
                     if not isinstance(exc, Exception):
                         raise
                     continue
-                for ask in batch:
+                for ask, answer in zip(batch, answers, strict=True):
                     if not ask.done.done():
-                        ask.done.set_result(answers.pop(ask.name, False))
+                        ask.done.set_result(answer)
         finally:
             self._flusher = None
             for ask in self._waiting:  # only when cancelled (the loop is ending)
                 ask.done.cancel()
             self._waiting.clear()
 
-    async def _run(self, op: Op, names: list[str]) -> dict[str, bool]:
-        """Each distinct name's answer. A name asked twice in one batch is answered for
-        the first asker only (a second try of a lock this session holds would succeed)."""
-        unique = list(dict.fromkeys(names))
+    async def _run(self, op: Op, names: list[str]) -> list[bool]:
+        """Each asker's answer, in order.
+
+        A lock asked for twice in one batch is tried once and given to the first asker
+        (a second try in this session would succeed too, and two lanes would run one
+        key). Releases are all sent, duplicates included: a session lock taken twice
+        (in two batches) is held until released twice, as it was taken.
+        """
         if op == "unlock":
             if self._connection is None or self._connection.is_closed():
-                return {}  # the connection, and with it every lock, is gone
-        elif self._connection is None or self._connection.is_closed():
+                return [False] * len(names)  # the connection, and every lock, is gone
+            rows = await self._connection.fetch(_QUERIES[op], names)
+            return [bool(row[0]) for row in rows]
+        if self._connection is None or self._connection.is_closed():
             self._connection = await asyncpg.connect(self.dsn)
+        unique = list(dict.fromkeys(names))
         rows = await self._connection.fetch(_QUERIES[op], unique)
-        return {name: bool(row[0]) for name, row in zip(unique, rows, strict=True)}
+        taken = {name: bool(row[0]) for name, row in zip(unique, rows, strict=True)}
+        return [taken.pop(name, False) for name in names]
