@@ -63,15 +63,15 @@ HANDLER_OVERRUNS = Counter(
     "tether_handler_overruns_total", "Handlers seen running past their timeout", ["route"]
 )
 ALERT_OPEN = Gauge("tether_alert_open", "1 while a watchdog check is tripped", ["check"])
-PRESS_ACKS = Counter(
-    "tether_button_acks_total",
-    "Button presses acknowledged to the platform, by outcome",
-    ["platform", "outcome"],
-)
 TOOL_CALLS = Counter(
     "tether_tool_calls_total",
     "Tool calls by outcome: done, failed, cached (a re-run's stored result), unknown",
     ["tool", "outcome"],
+)
+PRESS_ACKS = Counter(
+    "tether_button_acks_total",
+    "Button presses acknowledged to the platform, by outcome",
+    ["platform", "outcome"],
 )
 
 STREAM = Counter(

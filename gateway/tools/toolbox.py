@@ -58,13 +58,21 @@ class Toolbox:
         self.sources = list(sources)
         self._check_names()
 
-    def _check_names(self) -> None:
+    def check(self, router: Router) -> None:
+        """Raise ToolClash if ``router`` (a reload's new one) would bring a tool whose name
+        another source offers: the reload is refused, as the start would be."""
+        self._check_names(router)
+
+    def _check_names(self, router: Router | None = None) -> None:
         seen: dict[str, str] = {}
         for source in self.sources:
             if not isinstance(source, Named):
                 continue
             label = _label(source)
-            for name in source.names():
+            names = source.names()
+            if router is not None and isinstance(source, RouterTools):
+                names = [tool.name for tool in router.tools()]
+            for name in names:
                 if name in seen:
                     raise ToolClash(
                         f"tool name {name!r} is offered twice: by {seen[name]} and by {label};"

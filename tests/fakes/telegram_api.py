@@ -365,6 +365,8 @@ class FakeTelegram:
             shown = rendered(str(text), params.get("parse_mode"))
         except Refused as exc:
             raise _ApiError(400, f"Bad Request: can't parse entities: {exc}") from exc
+        if not shown.strip():
+            raise _ApiError(400, "Bad Request: message text is empty")
         if utf16(shown) > 4096:
             raise _ApiError(400, "Bad Request: message is too long")
         if "reply_markup" in params:
