@@ -8,6 +8,7 @@ tests/test_discord.py (whose ``running`` harness and ``fake`` fixture these reus
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -80,6 +81,11 @@ async def test_reconnects_are_counted_from_the_last_healthy_session(
         async with running(discord_settings(tmp_path, fake), fake):
             for sessions in range(1, 4):
                 await fake.wait_for(session(fake, sessions))
+                # READY handled (the counter's reset), not only sent: else the broken
+                # frame may land first and rightly count as the same run of failures.
+                async with asyncio.timeout(10):  # polled: the log is the client's, not the fake's
+                    while len(events_named(logs, "discord.connected")) < sessions:  # noqa: ASYNC110
+                        await asyncio.sleep(0.01)
                 for ws in list(fake._sockets):
                     await ws.send_str("{not json")  # the read loop itself fails on it
             await fake.wait_for(session(fake, 4))
