@@ -23,7 +23,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from tether.config.llm import LLMRouteConfig
 from tether.config.mcp import McpToolFilter
 from tether.config.platforms import DiscordConfig, FeishuConfig, TelegramConfig
-from tether.config.section import Section
+from tether.config.section import Patterns, Section
 
 #: An agent's name is part of keys and conversation names (``telegram@NAME:chat``).
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -45,15 +45,7 @@ class AgentAccess(Section):
     """Who this agent answers, on top of the gateway's ``access:`` (which still applies).
     Patterns as in ``access.allow``; empty: everyone the gateway lets in."""
 
-    allow: list[str] = []
-
-    @field_validator("allow")
-    @classmethod
-    def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            if pattern != "*" and ":" not in pattern:
-                raise ValueError(f"{pattern!r} should be platform:id (wildcards allowed) or *")
-        return value
+    allow: Patterns = []
 
 
 class AgentSpec(Section):

@@ -44,7 +44,7 @@ from tether.config.platforms import (
     TelegramConfig,
     TelegramWebhookConfig,
 )
-from tether.config.section import Section
+from tether.config.section import Patterns, Section
 from tether.config.tools import DEFAULT_MAX_TOOL_ROUNDS, ToolsConfig
 
 __all__ = [
@@ -185,19 +185,11 @@ class AccessConfig(Section):
     """Who may talk to the bot. Patterns are ``platform:user`` or ``platform:chat`` with
     ``*`` wildcards, e.g. ``telegram:12345``, ``discord:*``, ``*``."""
 
-    allow: list[str] = []
-    admins: list[str] = []
+    allow: Patterns = []
+    admins: Patterns = []
     #: Unknown senders in a DM get a one-time code for ``tether pair approve CODE``.
     pairing: bool = True
     rate_limit: RateLimitConfig = RateLimitConfig()
-
-    @field_validator("allow", "admins")
-    @classmethod
-    def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            if pattern != "*" and ":" not in pattern:
-                raise ValueError(f"{pattern!r} should be platform:id (wildcards allowed) or *")
-        return value
 
 
 class LoggingConfig(Section):

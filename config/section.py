@@ -64,3 +64,15 @@ def _absolute(value: str) -> str:
 #: A route on Tether's HTTP server (a webhook's ``path``): relative paths are refused here
 #: because the router would never match them and the platform's posts would get 404s.
 RoutePath = Annotated[str, AfterValidator(_absolute)]
+
+
+def _patterns(value: list[str]) -> list[str]:
+    for pattern in value:
+        if pattern != "*" and ":" not in pattern:
+            raise ValueError(f"{pattern!r} should be platform:id (wildcards allowed) or *")
+    return value
+
+
+#: Access patterns (``access.allow``, ``access.admins``, an agent's ``access.allow``):
+#: ``platform:id`` with ``*`` wildcards, or ``*``.
+Patterns = Annotated[list[str], AfterValidator(_patterns)]

@@ -19,8 +19,8 @@ from typing import Protocol
 
 from tether.config.schema import Settings
 from tether.memory.roles import InboxStore, ReminderStore
-from tether.scheduler.cron import parse_time, stamp, zone
-from tether.scheduler.jobs import Job, fire_key, last_cursor, load_jobs, manual_cursor, now_utc
+from tether.scheduler.cron import stamp, zone
+from tether.scheduler.jobs import Job, last_fire, load_jobs, manual_cursor, now_utc
 from tether.scheduler.reminders import cancel, to_job
 
 
@@ -63,25 +63,15 @@ async def _list(jobs: list[Job], store: InboxStore) -> int:
     for job in jobs:
         tz = job.config.timezone
         upcoming = job.schedule.next_after(now)
-        last_key, last_at, manual = None, None, False
-        if last := await store.cursor(last_cursor(job.id)):
-            last_at = parse_time(last)
-            last_key = fire_key(job.id, last_at)
-        manual_key = await store.cursor(manual_cursor(job.id))
-        if manual_key:
-            manual_at = parse_time(manual_key.rsplit(":manual:", 1)[1].rsplit("-", 1)[0])
-            if last_at is None or manual_at > last_at:
-                last_key, last_at, manual = manual_key, manual_at, True
-        found = await store.inbox_row(last_key) if last_key else None
-        outcome = found.status if found else "-"
+        last = await last_fire(store, job.id)
         rows.append(
             (
                 job.id,
                 job.config.cron,
                 tz,
                 _local(upcoming, tz),
-                _local(last_at, tz) + (" (manual)" if manual else ""),
-                outcome,
+                _local(last.at, tz) + (" (manual)" if last.manual else ""),
+                last.outcome,
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -21,7 +21,8 @@ from tether.config.schema import JobConfig, Settings
 from tether.events import Conversation, Event, Kind, Target
 from tether.gateway import plugin_path
 from tether.gateway.routing import Handler
-from tether.scheduler.cron import CrontabTrigger, Schedule, stamp, trigger
+from tether.memory.roles import InboxStore
+from tether.scheduler.cron import CrontabTrigger, Schedule, parse_time, stamp, trigger
 
 Action = Literal["text", "prompt", "handler", "reflect"]
 #: The platform of every fire event; its conversation is the job's first deliver target.
@@ -114,6 +115,33 @@ def decided_cursor(job_id: str) -> str:
 def manual_cursor(job_id: str) -> str:
     """The key of the job's last manual fire (``tether jobs run``)."""
     return f"cron:{job_id}:manual"
+
+
+@dataclass(frozen=True, slots=True)
+class LastFire:
+    """A job's latest fire as the ledger and the inbox know it (``tether jobs list``
+    and the console's Jobs page show the same thing): scheduled or run by hand."""
+
+    key: str | None = None
+    at: datetime | None = None
+    manual: bool = False
+    #: The fire's inbox status, ``-`` when there is none.
+    outcome: str = "-"
+
+
+async def last_fire(store: InboxStore, job_id: str) -> LastFire:
+    """The newer of the last scheduled fire and the last manual run."""
+    key, at, manual = None, None, False
+    if last := await store.cursor(last_cursor(job_id)):
+        at = parse_time(last)
+        key = fire_key(job_id, at)
+    manual_key = await store.cursor(manual_cursor(job_id))
+    if manual_key:
+        manual_at = parse_time(manual_key.rsplit(":manual:", 1)[1].rsplit("-", 1)[0])
+        if at is None or manual_at > at:
+            key, at, manual = manual_key, manual_at, True
+    found = await store.inbox_row(key) if key else None
+    return LastFire(key, at, manual, found.status if found else "-")
 
 
 def load_jobs(settings: Settings, *, import_handlers: bool = True) -> list[Job]:

@@ -29,7 +29,13 @@ from tether.adapters.base import Sent
 from tether.adapters.kit import describe
 from tether.adapters.media import DownloadError, check_stated, fetch
 from tether.adapters.telegram.markdown import formatted
-from tether.adapters.telegram.send import chat_id, classify, fallback_text, refused_entities
+from tether.adapters.telegram.send import (
+    addressed,
+    chat_id,
+    classify,
+    fallback_text,
+    refused_entities,
+)
 from tether.events import Attachment, OutMessage
 from tether.files import FileKind, Upload
 
@@ -102,14 +108,7 @@ async def _post(
     caption: str,
     parse_mode: str | None,
 ) -> Any:
-    params: dict[str, Any] = {"chat_id": chat}
-    if message.target.thread_id:
-        params["message_thread_id"] = int(message.target.thread_id)
-    if message.reply_to and message.reply_to.lstrip("-").isdigit():
-        params["reply_parameters"] = {
-            "message_id": int(message.reply_to),
-            "allow_sending_without_reply": True,
-        }
+    params = addressed(chat, message)
     if len(files) == 1:
         [upload] = files
         # sendPhoto takes up to 10 MB (a 400 beyond); a larger image goes as a document.

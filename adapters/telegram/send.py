@@ -57,9 +57,9 @@ async def send_message(bot: BotClient, message: OutMessage) -> Sent:
     return Sent(platform_id=str(sent.get("message_id")))
 
 
-async def _send_text(bot: BotClient, chat: int | str, message: OutMessage) -> dict[str, Any]:
-    """sendMessage; formatted text that Telegram cannot parse goes again as plain text."""
-    params: dict[str, Any] = {"chat_id": chat, "text": formatted(message.text, message.format)}
+def addressed(chat: int | str, message: OutMessage) -> dict[str, Any]:
+    """The parameters every send* method shares: the chat, the forum topic, the quote."""
+    params: dict[str, Any] = {"chat_id": chat}
     if message.target.thread_id:
         params["message_thread_id"] = int(message.target.thread_id)
     if message.reply_to and message.reply_to.lstrip("-").isdigit():
@@ -68,6 +68,13 @@ async def _send_text(bot: BotClient, chat: int | str, message: OutMessage) -> di
             "message_id": int(message.reply_to),
             "allow_sending_without_reply": True,
         }
+    return params
+
+
+async def _send_text(bot: BotClient, chat: int | str, message: OutMessage) -> dict[str, Any]:
+    """sendMessage; formatted text that Telegram cannot parse goes again as plain text."""
+    params = addressed(chat, message)
+    params["text"] = formatted(message.text, message.format)
     if message.buttons:
         params["reply_markup"] = inline_keyboard(message.buttons)
     parse_mode = _PARSE_MODES.get(message.format)

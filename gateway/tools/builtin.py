@@ -8,6 +8,7 @@ a re-run takes the tool's stored result. Each is switched by ``agent.tools``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from tether.config.tools import ToolsConfig
@@ -72,15 +73,7 @@ class BuiltinTools:
     def __init__(self, config: ToolsConfig) -> None:
         self._config = config
         self._tools = {
-            name: Tool(
-                name=tool.name,
-                description=tool.description,
-                parameters=tool.parameters,
-                run=tool.run,
-                idempotent=tool.idempotent,
-                source="builtin",
-            )
-            for name, tool in _ALL.items()
+            name: dataclasses.replace(tool, source="builtin") for name, tool in _ALL.items()
         }
 
     def names(self) -> list[str]:

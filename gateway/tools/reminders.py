@@ -16,6 +16,7 @@ Times the model may give ``schedule``: ``at`` as ISO-8601 (``2026-12-01T09:00``,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -143,14 +144,7 @@ class ReminderTools:
 
 
 def _builtin(tool: Tool) -> Tool:
-    return Tool(
-        name=tool.name,
-        description=tool.description,
-        parameters=tool.parameters,
-        run=tool.run,
-        idempotent=tool.idempotent,
-        source="builtin",
-    )
+    return dataclasses.replace(tool, source="builtin")
 
 
 async def _schedule(

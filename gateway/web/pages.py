@@ -18,8 +18,8 @@ from tether.gateway.web.host import ConsoleHost
 from tether.gateway.web.render import Renderer
 from tether.memory.console import SERIES
 from tether.memory.records import UNSENT_OUTBOX
-from tether.scheduler.cron import parse_time, zone
-from tether.scheduler.jobs import fire_key, last_cursor, manual_cursor, now_utc
+from tether.scheduler.cron import zone
+from tether.scheduler.jobs import last_fire, now_utc
 
 STATUSES = ("received", "running", "retry_wait", "done", "dead")
 HOUR, MINUTE = 3600.0, 60.0
@@ -150,16 +150,7 @@ class Pages:
             tz = job.config.timezone
             upcoming = self.host.scheduler.next_fire(job.id) if self.host.scheduler else None
             upcoming = upcoming or job.schedule.next_after(now)
-            last_key, last_at, manual = None, None, False
-            if last := await store.cursor(last_cursor(job.id)):
-                last_at = parse_time(last)
-                last_key = fire_key(job.id, last_at)
-            manual_key = await store.cursor(manual_cursor(job.id))
-            if manual_key:
-                manual_at = parse_time(manual_key.rsplit(":manual:", 1)[1].rsplit("-", 1)[0])
-                if last_at is None or manual_at > last_at:
-                    last_key, last_at, manual = manual_key, manual_at, True
-            found = await store.inbox_row(last_key) if last_key else None
+            last = await last_fire(store, job.id)
             rows.append(
                 {
                     "id": job.id,
@@ -167,9 +158,9 @@ class Pages:
                     "timezone": tz,
                     "action": job.action,
                     "next": _local(upcoming, tz),
-                    "last": _local(last_at, tz) + (" (manual)" if manual else ""),
-                    "last_key": last_key,
-                    "outcome": found.status if found else "-",
+                    "last": _local(last.at, tz) + (" (manual)" if last.manual else ""),
+                    "last_key": last.key,
+                    "outcome": last.outcome,
                 }
             )
         return self.render.page(
