@@ -140,7 +140,9 @@ async def test_llm_tokens_and_cost_are_metrics(tmp_path: Path) -> None:
     before = samples(generate_latest().decode())
     try:
         # The budget leaves room for the built-in tools' schemas, which count as prompt.
-        settings = make_settings(tmp_path, llm=llm_section(fake), memory={"task_token_budget": 1000})
+        settings = make_settings(
+            tmp_path, llm=llm_section(fake), memory={"task_token_budget": 1000}
+        )
         async with running(settings) as (_gateway, loop):
             await turn(loop, "hello")  # the fake reports 110 tokens spent
             await turn(loop, "/usage")
