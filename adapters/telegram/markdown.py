@@ -11,21 +11,40 @@ text (no markup characters, no backslashes) — as before.
 Telegram's 4,096-unit limit counts the text after its entities are parsed, so
 :func:`shown_length` measures what the converted message will show (headings gain an
 emoji, a rule becomes a line of dashes), not the Markdown source.
+
+The converter (and its Markdown parser) is imported on the first Markdown reply, not
+at start: a bot that never sends one keeps ~5 MB of resident memory (bench/idle.py).
 """
 
 from __future__ import annotations
 
+import functools
 import re
-
-import telegramify_markdown
-from telegramify_markdown.config import RenderConfig
-from telegramify_markdown.entity import MessageEntity
+from typing import TYPE_CHECKING
 
 from tether.gateway.splitting import utf16_len
 
+if TYPE_CHECKING:
+    from telegramify_markdown.config import RenderConfig
+    from telegramify_markdown.entity import MessageEntity
+
 _RESERVED = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
-#: One config for Tether, apart from the library's global one (which a plugin may change).
-_CONFIG = RenderConfig.isolated()
+
+
+@functools.cache
+def _config() -> RenderConfig:
+    """One config for Tether, apart from the library's global one (which a plugin may
+    change); made, with the import, on first use."""
+    from telegramify_markdown.config import RenderConfig
+
+    return RenderConfig.isolated()
+
+
+def _convert(text: str) -> tuple[str, list[MessageEntity]]:
+    import telegramify_markdown
+
+    plain, entities = telegramify_markdown.convert(text, config=_config())
+    return plain, list(entities)
 
 
 def formatted(text: str, fmt: str) -> str:
@@ -40,7 +59,9 @@ def to_markdown_v2(text: str) -> str:
     message, which Telegram refuses: such a text is sent as written, every reserved
     character escaped.
     """
-    plain, entities = telegramify_markdown.convert(text, config=_CONFIG)
+    import telegramify_markdown
+
+    plain, entities = _convert(text)
     if not plain.strip():
         return _RESERVED.sub(r"\\\1", text)
     return telegramify_markdown.entities_to_markdownv2(plain, _unnested(entities))
@@ -66,7 +87,7 @@ def _unnested(entities: list[MessageEntity]) -> list[MessageEntity]:
 def readable(text: str) -> str:
     """The text a person would read, without markup: for the plain-text fallback."""
     try:
-        plain, _entities = telegramify_markdown.convert(text, config=_CONFIG)
+        plain, _entities = _convert(text)
     except Exception:  # a converter bug must not cost the reply: send the source
         return text
     return plain if plain.strip() else text
@@ -82,7 +103,7 @@ def shown_length(text: str) -> int:
     if length < 2048:
         return length
     try:
-        plain, _entities = telegramify_markdown.convert(text, config=_CONFIG)
+        plain, _entities = _convert(text)
     except Exception:
         return length
     return max(length, utf16_len(plain))
