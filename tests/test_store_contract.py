@@ -68,6 +68,21 @@ async def test_concurrent_accepts_of_one_key_insert_it_once(store: Store) -> Non
     assert sum(1 for [row] in results if row is not None) == 1
 
 
+async def test_an_accept_whose_caller_is_cancelled_does_not_stall_the_store(
+    store: Store,
+) -> None:
+    """An adapter stopping mid-backfill cancels its accept while the commit is in flight.
+    The store must settle every later call and close; the SQLite link's reply reader
+    once died on the cancelled future, and ``tether run`` then hung at SIGTERM."""
+    pending = asyncio.create_task(store.accept([(event("k-cancelled"), "c1")]))
+    await asyncio.sleep(0)  # queued (and, for SQLite, on its way to the writer)
+    pending.cancel()
+    async with asyncio.timeout(30):  # a guard against a hang, not a speed check
+        assert [row is not None for row in await store.accept([(event("k-after"), "c1")])] == [True]
+        await store.save_step("k-after", "s", "1")  # a write after it settles too
+        assert await store.step("k-after", "s") == "1"
+
+
 async def test_accept_commits_cursor_with_the_events(store: Store) -> None:
     await store.accept([(event("u1"), "c1")], cursors={"telegram:1:offset": "41"})
     assert await store.cursor("telegram:1:offset") == "41"

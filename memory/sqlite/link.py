@@ -370,7 +370,11 @@ class WriterLink:
                     self._settle(batch, result)
                     continue
                 for accept, seqs in zip(batch.accepts, result, strict=True):
-                    accept.future.set_result(_accepted(accept, seqs))
+                    # A caller cancelled while it waited (an adapter stopping mid-backfill)
+                    # has a cancelled future: its rows are committed all the same, and
+                    # this reader must live on to settle every batch after it.
+                    if not accept.future.done():
+                        accept.future.set_result(_accepted(accept, seqs))
                 self._settle(batch, None)
         except (asyncio.IncompleteReadError, OSError):
             pass  # EOF: the writer exited, after a close or on its own
