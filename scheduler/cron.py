@@ -128,6 +128,11 @@ class CrontabTrigger(OrTrigger):  # type: ignore[misc]  # APScheduler 3 has no t
         start = now
         if previous_fire_time is not None:  # the start CronTrigger itself would use
             start = min(now, previous_fire_time + _ONE_MICROSECOND)
+            # Never the previous fire itself (CronTrigger has the same guard): asked with
+            # ``now`` equal to it, the search would answer it again, and APScheduler's
+            # walk over missed fires (``while next <= now``) would never end.
+            if start <= previous_fire_time:
+                start = previous_fire_time + _ONE_MICROSECOND
         found = self._earliest(start)
         if found is None:
             return None

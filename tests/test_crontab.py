@@ -334,3 +334,23 @@ crontab_lines = st.one_of(
 @hypothesis.settings(deadline=None)
 def test_any_line_fires_as_crontab(line: str, zone: str, start: datetime) -> None:
     assert schedule_fires(line, zone, start) == reference_fires(line, zone, start)
+
+
+@given(
+    line=st.sampled_from(["* * * * * *", "*/5 * * * *", "0 9 * * 1-5", "0 0 31 * *"]),
+    zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]),
+    start=st.datetimes(
+        min_value=datetime(2000, 1, 1), max_value=datetime(2090, 1, 1), timezones=st.just(UTC)
+    ),
+)
+def test_the_next_fire_is_always_after_the_previous_even_asked_at_that_instant(
+    line: str, zone: str, start: datetime
+) -> None:
+    """APScheduler walks missed fires with ``while next <= now: next = trigger(next, now)``;
+    a trigger that answered the previous fire again when ``now`` equals it made that walk
+    endless (a gateway stuck at full CPU, deaf to SIGTERM)."""
+    wakeups = trigger(line, zone, None)
+    fire = wakeups.get_next_fire_time(None, start)
+    assert fire is not None
+    assert wakeups.get_next_fire_time(fire, fire) > fire
+    assert wakeups.get_next_fire_time(fire, fire + timedelta(microseconds=1)) > fire
