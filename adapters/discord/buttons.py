@@ -28,11 +28,11 @@ from discord.http import Route, handle_message_parameters
 
 from tether.adapters.base import Sent
 from tether.adapters.discord import read
-from tether.adapters.discord.normalize import PLATFORM, SKIPPED
+from tether.adapters.discord.normalize import PLATFORM, SKIPPED, interaction_origin
 from tether.adapters.kit import Dropped, describe
 from tether.adapters.untrusted import unstorable
 from tether.buttons import Keyboard
-from tether.events import Conversation, Event, Kind, OutMessage, Sender
+from tether.events import Event, Kind, OutMessage
 from tether.gateway import metrics
 
 if TYPE_CHECKING:
@@ -123,34 +123,15 @@ def _press(data: Mapping[str, Any]) -> Event | Dropped:
         return Dropped(SKIPPED, "data.custom_id: empty")
     if not read.text(data.get("token"), "token"):  # it could never be acknowledged
         return Dropped(SKIPPED, "token: missing")
-    guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id")
-    channel = data.get("channel")
-    channel_id = read.snowflake(
-        (channel.get("id") if isinstance(channel, Mapping) else None) or data.get("channel_id"),
-        "channel_id",
-    )
-    member = data.get("member")
-    member = member if isinstance(member, Mapping) else None
-    user = read.mapping(member.get("user") if member else data.get("user"), "user")
+    conversation, sender, meta = interaction_origin(data, interaction_id)
     on = data.get("message")
     message_id = read.snowflake(on.get("id"), "message.id") if isinstance(on, Mapping) else None
-    meta: dict[str, Any] = {"interaction_id": interaction_id}
-    if guild_id is not None:
-        meta["guild_id"] = guild_id
     return Event(
         key=f"dc:int:{interaction_id}",
         platform=PLATFORM,
         kind=Kind.CALLBACK,
-        conversation=Conversation(
-            platform=PLATFORM,
-            chat_id=channel_id,
-            chat_type="dm" if guild_id is None else "group",
-        ),
-        sender=Sender(
-            id=read.snowflake(user.get("id"), "user.id"),
-            name=read.display_name(user, member),
-            is_bot=read.flag(user.get("bot"), "user.bot"),
-        ),
+        conversation=conversation,
+        sender=sender,
         message_id=message_id,
         text=custom_id,
         timestamp=read.created(interaction_id),

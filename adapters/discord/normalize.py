@@ -328,22 +328,8 @@ def _interaction(data: Mapping[str, Any], deferred: bool) -> Event | Dropped:
     if command.get("name") != "ask":
         return Dropped(SKIPPED, f"unsupported command {command.get('name')!r}")
     question = _option(command, "question")
-    guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id")
-    # The channel object, else the top-level id: either names the chat, whatever
-    # discord.py could make of the channel (it leaves channel_id None for a type it
-    # does not know).
-    channel = data.get("channel")
-    channel_id = read.snowflake(
-        (channel.get("id") if isinstance(channel, Mapping) else None) or data.get("channel_id"),
-        "channel_id",
-    )
-    member = data.get("member")
-    member = member if isinstance(member, Mapping) else None
-    user = read.mapping(member.get("user") if member else data.get("user"), "user")
+    conversation, sender, meta = interaction_origin(data, interaction_id)
     created = read.created(interaction_id)
-    meta: dict[str, Any] = {"interaction_id": interaction_id}
-    if guild_id is not None:
-        meta["guild_id"] = guild_id
     if deferred:
         meta[REPLY_META] = {
             "interaction": {
@@ -356,16 +342,8 @@ def _interaction(data: Mapping[str, Any], deferred: bool) -> Event | Dropped:
         key=f"dc:int:{interaction_id}",
         platform=PLATFORM,
         kind=Kind.COMMAND,
-        conversation=Conversation(
-            platform=PLATFORM,
-            chat_id=channel_id,
-            chat_type="dm" if guild_id is None else "group",
-        ),
-        sender=Sender(
-            id=read.snowflake(user.get("id"), "user.id"),
-            name=read.display_name(user, member),
-            is_bot=read.flag(user.get("bot"), "user.bot"),
-        ),
+        conversation=conversation,
+        sender=sender,
         text=question,
         command="ask",
         args=question,
@@ -380,3 +358,34 @@ def _option(command: Mapping[str, Any], name: str) -> str:
         if isinstance(option, Mapping) and option.get("name") == name:
             return read.text(option.get("value"), f"data.options.{name}")
     raise read.Malformed(f"data.options: no {name!r}")
+
+
+def interaction_origin(
+    data: Mapping[str, Any], interaction_id: str
+) -> tuple[Conversation, Sender, dict[str, Any]]:
+    """The chat an interaction (a slash command, a button press) came from, who made it,
+    and the meta every interaction event carries."""
+    guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id")
+    # The channel object, else the top-level id: either names the chat, whatever
+    # discord.py could make of the channel (it leaves channel_id None for a type it
+    # does not know).
+    channel = data.get("channel")
+    channel_id = read.snowflake(
+        (channel.get("id") if isinstance(channel, Mapping) else None) or data.get("channel_id"),
+        "channel_id",
+    )
+    member = data.get("member")
+    member = member if isinstance(member, Mapping) else None
+    user = read.mapping(member.get("user") if member else data.get("user"), "user")
+    meta: dict[str, Any] = {"interaction_id": interaction_id}
+    if guild_id is not None:
+        meta["guild_id"] = guild_id
+    conversation = Conversation(
+        platform=PLATFORM, chat_id=channel_id, chat_type="dm" if guild_id is None else "group"
+    )
+    sender = Sender(
+        id=read.snowflake(user.get("id"), "user.id"),
+        name=read.display_name(user, member),
+        is_bot=read.flag(user.get("bot"), "user.bot"),
+    )
+    return conversation, sender, meta
