@@ -221,7 +221,7 @@ async def test_the_model_calls_an_mcp_tool_through_tether(
     tmp_path: Path, server_file: Path
 ) -> None:
     from tests.conftest import make_settings, running
-    from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
+    from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
 
     def reply(body: Body) -> str | Body:
         results = [m["content"] for m in body["messages"] if m.get("role") == "tool"]
@@ -235,11 +235,7 @@ async def test_the_model_calls_an_mcp_tool_through_tether(
     settings = make_settings(
         tmp_path,
         agent={"handler": "llm", "mcp_tools": {"deny": ["demo__die", "demo__h*"]}},
-        llm={
-            "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 30}},
-            "models": {"main": {"provider": "fake", "model": "main-model"}},
-            "default": "main",
-        },
+        llm=fake.section(),
         mcp={"servers": {"demo": entry}},
     )
     try:

@@ -27,7 +27,7 @@ from tests.conftest import (
     subprocess_env,
     write_config,
 )
-from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI
+from tests.fakes.openai_api import Body, FakeOpenAI
 from tests.test_store_contract import store  # noqa: F401 - the three stores, as a fixture
 from tether.adapters.loopback import LoopbackAdapter
 from tether.events import Conversation, Event
@@ -73,11 +73,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 
 
 def llm(fake: FakeOpenAI) -> dict[str, Any]:
-    return {
-        "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 30}},
-        "models": {"main": {"provider": "fake", "model": "main-model"}},
-        "default": "main",
-    }
+    return fake.section()
 
 
 def reflect_job(deliver: list[str] | None = None, **reflect: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from tests.conftest import (
     spawn_run,
     subprocess_env,
 )
-from tests.fakes.openai_api import API_KEY, FakeOpenAI
+from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.fakes.telegram_text import rendered
 from tether.config import ConfigError, load, load_text
@@ -126,11 +126,7 @@ def write(
     **extra: Any,
 ) -> Path:
     """The test's config file: the LLM agent on Telegram (polling), written in place."""
-    llm = {
-        "providers": {"fake": {"base_url": openai.url, "api_key": API_KEY, "timeout": 5}},
-        "models": {"main": {"provider": "fake", "model": "main-model"}},
-        "default": "main",
-    }
+    llm = openai.section(timeout=5)
     platform = {
         "token": token,
         "base_url": telegram.base_url,

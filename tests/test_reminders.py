@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_env, write_config
-from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
+from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
 from tests.test_crash import spawn
 from tether.adapters.loopback import LoopbackAdapter
 from tether.events import Conversation, Event
@@ -72,11 +72,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 
 
 def llm(fake: FakeOpenAI) -> dict[str, Any]:
-    return {
-        "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 30}},
-        "models": {"main": {"provider": "fake", "model": "main-model"}},
-        "default": "main",
-    }
+    return fake.section()
 
 
 async def said(loop: LoopbackAdapter, text: str) -> None:

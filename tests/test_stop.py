@@ -149,7 +149,7 @@ async def test_stop_ends_a_turn_waiting_on_a_slow_tool_and_the_next_is_answered(
 ) -> None:
     """Through the llm agent's tool loop: the model asks for a tool that waits on the
     slow service; /stop ends the turn, the next message gets a normal answer."""
-    from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
+    from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
     from tether.gateway.app import load_router
 
     def reply(body: Body) -> str | Body:
@@ -171,11 +171,7 @@ async def test_stop_ends_a_turn_waiting_on_a_slow_tool_and_the_next_is_answered(
     settings = make_settings(
         tmp_path,
         agent={"handler": "llm"},
-        llm={
-            "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 30}},
-            "models": {"main": {"provider": "fake", "model": "main-model"}},
-            "default": "main",
-        },
+        llm=fake.section(),
     )
     root = Router("root")
     root.include(tools)

@@ -39,7 +39,7 @@ from tests.fakes.feishu_api import (
     message_event,
     signed_request,
 )
-from tests.fakes.openai_api import API_KEY, FakeOpenAI
+from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.openai_stream import Pacing
 from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.base import Sent
@@ -78,11 +78,7 @@ async def model() -> AsyncIterator[FakeOpenAI]:
 
 
 def llm_section(model: FakeOpenAI) -> dict[str, Any]:
-    return {
-        "providers": {"fake": {"base_url": model.url, "api_key": API_KEY, "timeout": 10}},
-        "models": {"main": {"provider": "fake", "model": "main-model"}},
-        "default": "main",
-    }
+    return model.section(timeout=10)
 
 
 def telegram_sections(telegram: FakeTelegram, model: FakeOpenAI, **agent: Any) -> dict[str, Any]:

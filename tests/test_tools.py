@@ -31,7 +31,7 @@ from tests.conftest import (
     running,
     write_config,
 )
-from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
+from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
 from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import ConfigError, load_text
@@ -83,11 +83,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 
 
 def settings_for(tmp_path: Path, fake: FakeOpenAI, **sections: Any) -> Any:
-    llm = {
-        "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 5}},
-        "models": {"main": {"provider": "fake", "model": "main-model"}},
-        "default": "main",
-    }
+    llm = fake.section(timeout=5)
     agent = {"handler": "llm", **sections.pop("agent", {})}
     return make_settings(tmp_path, llm=merge(llm, sections.pop("llm", {})), agent=agent, **sections)
 

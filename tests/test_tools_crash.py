@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import db_rows, subprocess_env, write_config
 from tests.fakes.counter import Counter
-from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI, asks_for, tool_call
+from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
 from tests.test_crash import control_socket, spawn
 from tether.gateway.tools.execute import UNKNOWN
 
@@ -64,11 +64,7 @@ def config(tmp_path: Path, fake: FakeOpenAI) -> Path:
         plugins=["tests.plugins.tools_counter:router"],
         platforms={"console": {"enabled": True}},
         agent={"handler": "llm"},
-        llm={
-            "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 30}},
-            "models": {"main": {"provider": "fake", "model": "main-model"}},
-            "default": "main",
-        },
+        llm=fake.section(),
     )
 
 

@@ -186,18 +186,14 @@ async def test_chat_api_without_the_web_platform_is_404(tmp_path: Path) -> None:
 async def test_a_streamed_answer_shows_while_written_then_once_in_full(tmp_path: Path) -> None:
     from playwright.async_api import async_playwright, expect
 
-    from tests.fakes.openai_api import API_KEY, FakeOpenAI
+    from tests.fakes.openai_api import FakeOpenAI
     from tests.fakes.openai_stream import Pacing
 
     answer = " ".join(f"word{i}" for i in range(40))
     pacing = Pacing(pieces=16, gap=0.15, hold_after=10)
     model = FakeOpenAI(reply=lambda body: answer, pacing=pacing)
     await model.start()
-    llm = {
-        "providers": {"fake": {"base_url": model.url, "api_key": API_KEY, "timeout": 30}},
-        "models": {"main": {"provider": "fake", "model": "main-model"}},
-        "default": "main",
-    }
+    llm = model.section()
     settings = make_settings(
         tmp_path,
         http={"enabled": True, "port": 0, "ui": {"enabled": True, "token": TOKEN}},

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, make_settings
-from tests.fakes.openai_api import API_KEY, FakeOpenAI
+from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram import TelegramAdapter
@@ -233,11 +233,7 @@ async def test_a_fact_forgotten_on_the_page_is_gone_from_the_next_prompt(
 ) -> None:
     llm = FakeOpenAI(reply=lambda body: "noted")
     await llm.start()
-    section = {
-        "providers": {"fake": {"base_url": llm.url, "api_key": API_KEY, "timeout": 5}},
-        "models": {"main": {"provider": "fake", "model": "main-model"}},
-        "default": "main",
-    }
+    section = llm.section(timeout=5)
     settings = make_settings(tmp_path, http={"enabled": True, "port": 0, "ui": UI}, llm=section)
     loop = LoopbackAdapter()
     try:

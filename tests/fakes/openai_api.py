@@ -142,6 +142,15 @@ class FakeOpenAI:
             await self._changed.wait_for(lambda: len(self.requests) >= count)
         return list(self.requests)
 
+    def section(self, *, timeout: float = 30, **model: Any) -> dict[str, Any]:
+        """The ``llm:`` config for this server: one model ``main`` (``model`` adds keys
+        to it, e.g. ``vision=True``), the default."""
+        return {
+            "providers": {"fake": {"base_url": self.url, "api_key": API_KEY, "timeout": timeout}},
+            "models": {"main": {"provider": "fake", "model": "main-model", **model}},
+            "default": "main",
+        }
+
     # -- server -------------------------------------------------------------------
 
     async def start(self) -> str:
