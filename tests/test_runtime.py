@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import subprocess
 import sys
@@ -67,6 +68,41 @@ async def _loop_of_this_run() -> str:
 
 def test_release_heap_is_safe_to_call() -> None:
     runtime.release_heap()  # glibc's malloc_trim here; a no-op where there is none
+
+
+_ARENAS = """
+import asyncio, ctypes, sys, threading
+from tether.gateway import runtime
+
+async def main():
+    # Each of 4 live threads gets a heap of its own at its first malloc, up to glibc's cap.
+    barrier = threading.Barrier(4)
+    threads = [threading.Thread(target=barrier.wait) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sys.stderr.flush()
+    ctypes.CDLL(None).malloc_stats()  # one "Arena N:" block per heap, on stderr
+
+runtime.run(main())
+"""
+
+
+@pytest.mark.parametrize(("env", "heaps"), [({}, 1), ({"MALLOC_ARENA_MAX": "3"}, 3)])
+def test_the_gateway_process_uses_one_malloc_heap_unless_the_operator_says(
+    env: dict[str, str], heaps: int
+) -> None:
+    try:
+        ctypes.CDLL(None).malloc_stats  # noqa: B018
+    except AttributeError:
+        pytest.skip("not glibc")
+    done = subprocess.run(
+        [sys.executable, "-c", _ARENAS],
+        cwd=ROOT, env=subprocess_env(**env), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("Arena ") == heaps, done.stderr
 
 
 _START = """
