@@ -20,26 +20,40 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+#: What importing PTB loads for nothing Tether uses, each for the life of the process:
+#: ``cryptography``, which PTB imports whenever it is installed (another dependency brings
+#: it) only to decrypt Telegram Passport data, which Tether never asks for (8 MB of
+#: resident memory, bench/idle.py); and ``httpx._main``, httpx's command-line client,
+#: which ``import httpx`` (PTB's transport module imports it) loads for its ``httpx.main``
+#: entry point: click (which the MCP SDK's uvicorn brings) and pygments where installed,
+#: ~1.5 MB, even when the rest of the CLI's extras are missing and ``httpx.main`` ends up
+#: a stub that says so.
+_UNUSED_BY_TETHER = ("cryptography", "httpx._main")
 
-def _import_ptb_without_passport() -> None:
-    """Import PTB with ``cryptography`` out of its sight, unless something loaded it first.
 
-    PTB imports ``cryptography`` whenever it is installed (another dependency brings it),
-    only to decrypt Telegram Passport data, which Tether never asks for; that import is
-    8 MB of resident memory for the life of the process (bench/idle.py). The block lasts
-    for PTB's import only: whatever imports ``cryptography`` later gets it.
+def _import_ptb_lean() -> None:
+    """Import PTB with :data:`_UNUSED_BY_TETHER` out of its sight, unless PTB is loaded.
+
+    A module set to ``None`` in ``sys.modules`` makes its import raise ImportError, and
+    both importers expect that: PTB then reports Passport decryption unavailable, and
+    httpx defines ``httpx.main`` as a stub (the ``httpx`` command, a process of its own,
+    is unaffected). The block lasts for PTB's import only: whatever imports either
+    module later gets it. A module something loaded before is left alone.
     """
-    if "telegram" in sys.modules or "cryptography" in sys.modules:
+    if "telegram" in sys.modules:
         return
-    sys.modules["cryptography"] = None  # type: ignore[assignment]  # import -> ImportError
+    blocked = [name for name in _UNUSED_BY_TETHER if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  # import -> ImportError
     try:
         import telegram  # noqa: F401
     finally:
-        if sys.modules.get("cryptography", 0) is None:
-            del sys.modules["cryptography"]
+        for name in blocked:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
 
 
-_import_ptb_without_passport()
+_import_ptb_lean()
 
 if TYPE_CHECKING:
     from tether.adapters.telegram.adapter import TelegramAdapter
