@@ -16,11 +16,12 @@ Three things in the standard library and aiohttp turn a stranger's bytes into a 
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from tether.events import Event
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 #: Platform payloads nest a dozen levels at most; anything deeper is not one of them.
 MAX_DEPTH = 64

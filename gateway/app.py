@@ -22,7 +22,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import structlog
 
@@ -34,7 +34,6 @@ from tether.gateway.access import Access
 from tether.gateway.alerts import Alerts
 from tether.gateway.assembly import _connected, _guarded, build_adapters, load_router
 from tether.gateway.dispatcher import Dispatcher
-from tether.gateway.http import HttpServer
 from tether.gateway.inbox import Inbox
 from tether.gateway.llm import LLM
 from tether.gateway.outbox import Outbox
@@ -55,6 +54,9 @@ from tether.scheduler.jobs import JobError, check_targets, load_jobs
 from tether.scheduler.reminders import Reminders
 from tether.scheduler.routing import with_jobs
 from tether.scheduler.runner import Scheduler
+
+if TYPE_CHECKING:
+    from tether.gateway.http import HttpServer
 
 #: ``build_adapters`` and ``load_router`` live in :mod:`.assembly`; kept importable here.
 __all__ = ["Gateway", "build_adapters", "load_router", "settle_heap"]
@@ -153,7 +155,11 @@ class Gateway:
             Scheduler(self.jobs, self.store, self.inbox) if scheduler and self.jobs else None
         )
         use_http = settings.http.enabled if http is None else http
-        self.http = HttpServer(settings.http, self.readiness) if use_http else None
+        self.http: HttpServer | None = None
+        if use_http:  # aiohttp's server side (aiohttp.web, 2 MB) is imported only for it
+            from tether.gateway.http import HttpServer
+
+            self.http = HttpServer(settings.http, self.readiness)
         if self.http and settings.http.ui.enabled:  # the web console (gateway/web/)
             from tether.gateway.web import mount_console  # Jinja2 and all: 4 MB, if asked
 

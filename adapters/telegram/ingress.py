@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from aiohttp import web
+from aiohttp.web_response import Response  # not aiohttp.web: 2 MB, for a server
 from telegram.error import Conflict, TelegramError
 
 from tether.adapters.kit import Dropped, describe
@@ -30,6 +30,8 @@ from tether.config.schema import TelegramConfig
 from tether.events import Event
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from tether.gateway.inbox import Inbox
 
 log = structlog.get_logger("tether.telegram")
@@ -216,7 +218,7 @@ class Ingress:
         self.connected = True
         log.info("telegram.webhook_set", url=url, path=self.config.webhook.path)
 
-    async def webhook(self, request: web.Request) -> web.Response:
+    async def webhook(self, request: web.Request) -> Response:
         """Verify, parse, commit, and only then 200 (Telegram retries anything else).
 
         The secret header is compared as the bytes that arrived, before the body is
@@ -234,19 +236,19 @@ class Ingress:
                 reason="wrong secret token" if given else "missing secret token",
                 remote=request.remote,
             )
-            return web.Response(status=403, text="forbidden")
+            return Response(status=403, text="forbidden")
         inbox = self._inbox
         if inbox is None:  # not started yet, or stopping: Telegram will deliver it again
-            return web.Response(status=503, text="not ready")
+            return Response(status=503, text="not ready")
         try:
             data = load_json(await request.read())
         except Malformed as exc:
             log.warning("telegram.webhook_malformed", reason=str(exc))
-            return web.Response(status=400, text="not JSON")
+            return Response(status=400, text="not JSON")
         number = update_id(data)
         if number is None:
             log.warning("telegram.webhook_malformed", reason="not an update (no update_id)")
-            return web.Response(status=400, text="not an update")
+            return Response(status=400, text="not an update")
         outcome = self.normalize(data)
         if isinstance(outcome, Event) and (reason := unstorable(outcome)):
             outcome = Dropped("telegram.skipped", reason)
@@ -257,9 +259,9 @@ class Ingress:
             accepted = await inbox.accept(events)
         except Exception as exc:  # the store failed: not committed, so not acknowledged
             log.error("telegram.accept_failed", update_id=number, error=describe(exc))
-            return web.Response(status=503, text="not stored, deliver again")
+            return Response(status=503, text="not stored, deliver again")
         self.after_accept(events, accepted)
-        return web.Response(text="ok")
+        return Response(text="ok")
 
     # -- helpers --------------------------------------------------------------------
 
