@@ -181,3 +181,25 @@ def test_the_telegram_adapter_leaves_cryptography_unloaded_and_importable() -> N
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False", "False", "True", "True"]
+
+
+def test_the_sqlite_writer_process_imports_no_more_than_it_needs() -> None:
+    """The writer is a bare interpreter for the life of the gateway: each module it
+    imports is resident the whole time (``typing`` alone is 0.9 MB)."""
+    writer = ROOT / "memory" / "sqlite" / "writer.py"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        bare = set(sys.modules)
+        exec(compile(open({str(writer)!r}).read(), "writer", "exec"), {{"__name__": "writer"}})
+        print(" ".join(sorted({{name.split(".")[0] for name in set(sys.modules) - bare}})))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", script],  # as the store starts it
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert "sqlite3" in loaded  # the probe ran the module's imports
+    assert not loaded & {"typing", "tether", "json", "traceback", "urllib", "asyncio"}, loaded

@@ -12,7 +12,9 @@ database cannot be opened; then each request is ``(accepts, groups, probe)`` and
 reply ``(True, results)`` after COMMIT or ``(False, exception)`` after ROLLBACK.
 EOF on stdin — the gateway closed the store, or died — ends the process after the batch
 in hand; SIGINT and SIGTERM do not. Only the standard library is imported, so the
-process starts in a few milliseconds (``python -I -S``).
+process starts in a few milliseconds (``python -I -S``), and not ``typing`` either: the
+annotations are for mypy, and that import alone is 0.9 MB of the writer's resident
+memory for its whole life (bench/idle.py).
 
 The writer never creates a database: the store creates and migrates the file before the
 first writer starts, and every writer opens it read-write only, and only if it is still
@@ -36,18 +38,22 @@ import struct
 import sys
 import time
 from collections.abc import Sequence
-from typing import IO, Any
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (mypy reads this name as True).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
+
+    #: One accept call: its ``(key, conversation, payload)`` items and the cursors it moves.
+    Accept = tuple[Sequence[tuple[str, str, str]], dict[str, str]]
+    #: One statement and the parameter rows it runs with, in commit order.
+    Group = tuple[str, Sequence[Sequence[Any]]]
 
 HEADER = struct.Struct("!I")
 #: The first reply: signals are set and the database is open.
 READY = "ready"
 #: Most keys one ``IN (...)`` lookup binds.
 _MAX_KEYS_PER_QUERY = 500
-
-#: One accept call: its ``(key, conversation, payload)`` items and the cursors it moves.
-Accept = tuple[Sequence[tuple[str, str, str]], dict[str, str]]
-#: One statement and the parameter rows it runs with, in commit order.
-Group = tuple[str, Sequence[Sequence[Any]]]
 
 
 class DatabaseMoved(Exception):
