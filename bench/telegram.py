@@ -173,6 +173,7 @@ async def main() -> None:
         help="Tether's logging.level (lines are rendered as JSON into /dev/null)",
     )
     parser.add_argument("--no-reference", action="store_true", help="skip ptb_concurrent")
+    parser.add_argument("--only", help="run one contestant (for profiling); prints no ratios")
     args = parser.parse_args()
 
     fake = FakeServer()
@@ -191,6 +192,8 @@ async def main() -> None:
                 ("ptb_concurrent", lambda: run_ptb(fake, args.updates, concurrent=True)),
                 ("ptb_aiohttp", lambda: run_ptb(fake, args.updates, aiohttp_transport=True)),
             ]
+        if args.only:
+            contestants = [c for c in contestants if c[0] == args.only]
         for name, run in contestants:
             print(f"running {name}", file=sys.stderr, flush=True)
             await fake.load(args.updates, args.chats)
@@ -204,6 +207,9 @@ async def main() -> None:
             out[f"{name}_api_calls"] = result["calls"]
     finally:
         fake.close()
+    if args.only:
+        print(json.dumps(out))
+        return
     tether = out["tether_updates_per_s"]
     out["ratio_tether_vs_ptb"] = round(tether / out["ptb_updates_per_s"], 2)
     fastest = out["ptb_aiohttp_concurrent_updates_per_s"]

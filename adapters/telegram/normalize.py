@@ -9,7 +9,8 @@ python-telegram-bot's ``Update.de_json`` is the parser, so a payload means here 
 means to PTB, except that fields PTB 22 requires and older Bot API versions did not send
 are filled in first (:mod:`.content`), and names, forwards and content without text are
 read there too. Keys are ``tg:{bot_id}:{update_id}``: a webhook retry or an overlapping
-poll yields the same key, which the inbox drops as a duplicate.
+poll yields the same key, which the inbox drops as a duplicate. A plain text message is
+read without PTB (:mod:`.plain`, for speed), to the same result.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tether.adapters.telegram.content import (
     name_of,
     with_legacy_defaults,
 )
+from tether.adapters.telegram.plain import read_plain
 from tether.events import (
     Attachment,
     ChatType,
@@ -79,6 +81,13 @@ def normalize(data: Any, recipient: Recipient) -> Event | Dropped:
     number = update_id(data)
     if number is None:
         return Dropped("telegram.skipped", "not an update (no integer update_id)")
+    plain = read_plain(data, number, recipient)  # the common shape, without PTB (.plain)
+    return plain if plain is not None else read_with_ptb(data, number, recipient)
+
+
+def read_with_ptb(data: Any, number: int, recipient: Recipient) -> Event | Dropped:
+    """The update read by PTB's ``Update.de_json``: every shape, and the reference that
+    :mod:`.plain`'s answers are tested against. Never raises."""
     try:
         update = Update.de_json(with_legacy_defaults(data), None)
     except Exception as exc:
