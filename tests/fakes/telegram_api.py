@@ -67,6 +67,8 @@ class Call:
     params: dict[str, Any]
     status: int = 200
     at: float = field(default_factory=time.monotonic)
+    #: How the parameters came: a form, multipart, or one JSON body.
+    content_type: str = ""
 
 
 @dataclass
@@ -278,7 +280,7 @@ class FakeTelegram:
             return _error(401, "Unauthorized")
         method = request.match_info["method"]
         params = await _params(request)
-        call = Call(method, params)
+        call = Call(method, params, content_type=request.content_type)
         self.calls.append(call)
         failures = self.failures.get(method)
         if failures:
