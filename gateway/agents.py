@@ -13,8 +13,11 @@ from __future__ import annotations
 from tether.config.schema import AgentConfig
 from tether.events import Kind
 from tether.gateway.context import Context
-from tether.gateway.llm_agent import EDITED
 from tether.gateway.routing import Router
+
+#: What a re-answered edit starts with (``agent.on_edit: reanswer``), for every agent, so
+#: the person sees which version of their message the answer is about.
+EDITED = "(answering your edited message)\n"
 
 
 def echo_router(agent: AgentConfig | None = None) -> Router:

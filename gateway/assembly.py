@@ -16,7 +16,6 @@ from tether.gateway import plugin_path
 from tether.gateway.access import Access, access_router
 from tether.gateway.agents import echo_router
 from tether.gateway.commands import commands_router
-from tether.gateway.llm_agent import llm_router
 from tether.gateway.presses import unhandled_presses
 from tether.gateway.routing import Router
 from tether.gateway.stop_command import stop_router
@@ -34,8 +33,13 @@ def load_router(settings: Settings, access: Access | None = None) -> Router:
     for index, spec in enumerate(settings.plugins):
         root.include(_import_router(f"plugins[{index}]", spec))
     root.include(commands_router(settings, root, access.is_admin if access else None))
-    llm = settings.agent.handler == "llm"
-    root.include(llm_router(settings) if llm else echo_router(settings.agent))
+    if settings.agent.handler == "llm":
+        # The agent's prompt, tool loop, streaming and vision are imported for it only.
+        from tether.gateway.llm_agent import llm_router
+
+        root.include(llm_router(settings))
+    else:
+        root.include(echo_router(settings.agent))
     root.include(unhandled_presses())  # a button press nothing above took: logged
     return root
 

@@ -16,16 +16,13 @@ from __future__ import annotations
 from tether.config.schema import Settings
 from tether.events import Kind
 from tether.gateway import vision
+from tether.gateway.agents import EDITED
 from tether.gateway.context import Context
 from tether.gateway.routing import Router
 from tether.gateway.streaming import StreamedReply
 from tether.gateway.tools.loop import chat_with_tools
 from tether.memory.compaction import compact
 from tether.memory.prompt import assemble
-
-#: What a re-answered edit starts with (``agent.on_edit: reanswer``), so the person sees
-#: which version of their message the answer is about.
-EDITED = "(answering your edited message)\n"
 
 
 async def converse(ctx: Context, text: str | None = None) -> str:

@@ -8,6 +8,9 @@
   Passport decryption only) and httpx's command-line client (click) unloaded, and
   importable for whoever needs them later.
 - The gateway process runs on one glibc malloc heap unless ``MALLOC_ARENA_MAX`` says.
+- ``tether run`` imports only what its configuration uses: without ``llm:`` no model
+  client library, no LLM agent (prompt, tool loop, streaming, vision, compaction); no
+  MCP SDK without ``mcp.servers``, no web console or HTTP server when they are off.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -25,7 +29,9 @@ from typing import Any
 import pytest
 import uvloop
 
-from tests.conftest import ROOT, make_settings, subprocess_env
+from tests.conftest import ROOT, make_settings, subprocess_env, write_config
+from tests.fakes.discord_api import FakeDiscord
+from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.gateway import runtime
 from tether.gateway.app import Gateway
@@ -203,3 +209,59 @@ def test_the_sqlite_writer_process_imports_no_more_than_it_needs() -> None:
     loaded = set(done.stdout.split())
     assert "sqlite3" in loaded  # the probe ran the module's imports
     assert not loaded & {"typing", "tether", "json", "traceback", "urllib", "asyncio"}, loaded
+
+
+#: What a gateway without ``llm:``, ``mcp.servers``, ``http`` and ``http.ui`` never uses,
+#: each resident for the life of the process once imported (bench/idle.py).
+_UNUSED_WITHOUT_LLM = {
+    "openai", "tiktoken", "tether.gateway.llm_agent", "tether.gateway.streaming",
+    "tether.gateway.vision", "tether.gateway.tools.loop", "tether.memory.compaction",
+    "tether.memory.prompt", "mcp", "jinja2", "tether.gateway.web", "aiohttp.web",
+    "tether.gateway.http", "cryptography", "httpx._main", "click",
+}  # fmt: skip
+
+#: ``tether run`` as its console script runs it, which writes the modules it holds when
+#: it exits (after the drain that SIGTERM starts) to the file named by argv[1].
+_RUN_AND_LIST_MODULES = """
+import atexit, runpy, sys
+listing = sys.argv.pop(1)
+atexit.register(lambda: open(listing, "w").write("\\n".join(sorted(sys.modules))))
+runpy.run_module("tether.gateway.cli", run_name="__main__")
+"""
+
+
+async def test_tether_run_without_an_llm_imports_none_of_what_it_does_not_use(
+    tmp_path: Path,
+) -> None:
+    telegram = await FakeTelegram().start()
+    discord = await FakeDiscord().start()
+    try:
+        platforms = {
+            "console": {"enabled": False},
+            "telegram": {"token": telegram.token, "base_url": telegram.base_url},
+            "discord": {
+                "token": discord.token,
+                "api_base": discord.api_base,
+                "gateway_url": discord.gateway_url,
+            },
+        }
+        config = write_config(tmp_path, platforms=platforms)
+        listing = tmp_path / "modules.txt"
+        with (tmp_path / "tether.log").open("wb") as log:
+            gateway = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", _RUN_AND_LIST_MODULES, str(listing), "run", "-c", str(config),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                env=subprocess_env(),
+            )  # fmt: skip
+        try:
+            await discord.wait_for(lambda: discord.connected >= 1, timeout=60)
+            await telegram.wait_for(lambda: bool(telegram.calls_to("getMe")), timeout=60)
+        finally:
+            gateway.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(gateway.wait(), 60) == 0
+    finally:
+        await discord.stop()
+        await telegram.stop()
+    imported = set(listing.read_text().split())
+    assert {"tether.adapters.telegram.adapter", "tether.adapters.discord.adapter"} <= imported
+    assert not imported & _UNUSED_WITHOUT_LLM, sorted(imported & _UNUSED_WITHOUT_LLM)
