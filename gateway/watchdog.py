@@ -187,7 +187,7 @@ class Watchdog:
         write = time.monotonic() - started
         metrics.STORE_WRITE.set(write)
         now = time.monotonic()
-        unsent = {row.key for row in await self.store.unsent()}
+        unsent = set(await self.store.unsent_keys())
         self._unsent_since = {key: self._unsent_since.get(key, now) for key in unsent}
         oldest = now - min(self._unsent_since.values(), default=now)
         metrics.OUTBOX_OLDEST.set(oldest)

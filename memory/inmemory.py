@@ -210,6 +210,11 @@ class MemoryStore(MemoryReminders, MemoryBlobs, OpsTables, ConsoleTables, Store)
         rows = [r for r in self._outbox.values() if r.status in UNSENT_OUTBOX]
         return [replace(r) for r in sorted(rows, key=lambda r: r.seq)]
 
+    async def unsent_keys(self) -> list[str]:
+        self._check()
+        rows = [r for r in self._outbox.values() if r.status in UNSENT_OUTBOX]
+        return [r.key for r in sorted(rows, key=lambda r: r.seq)]
+
     async def mark_outbox(
         self,
         key: str,

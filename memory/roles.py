@@ -178,6 +178,11 @@ class OutboxStore(LaneLocks, Protocol):
     async def unsent(self) -> list[OutboxRow]:
         """Outbox rows not yet in a final state, by seq (``sending`` ones included)."""
 
+    async def unsent_keys(self) -> list[str]:
+        """The keys of :meth:`unsent`'s rows, by seq: what the watchdog times, each round,
+        without reading and parsing every waiting message."""
+        return [row.key for row in await self.unsent()]
+
     async def unsent_for(self, target: str) -> list[OutboxRow]:
         """Unsent outbox rows for one chat (``Target.key``), by seq."""
         return [row for row in await self.unsent() if row.message.target.key == target]

@@ -93,6 +93,7 @@ STEP_RESULTS = "SELECT name, result FROM steps WHERE event_key = ?"
 # -- outbox -------------------------------------------------------------------------
 
 UNSENT = f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE {IS_UNSENT} ORDER BY seq"
+UNSENT_KEYS = f"SELECT key FROM outbox WHERE {IS_UNSENT} ORDER BY seq"
 OUTBOX_ROWS = f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE event_key = ? ORDER BY seq"
 #: ``(status, attempts, next_at, platform_id, error, now, key)``; None keeps attempts and id.
 OUTBOX_MARKED = (

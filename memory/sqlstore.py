@@ -143,6 +143,9 @@ class SqlStore(SqlReminders, SqlBlobs, ConsoleSql, Store):
     async def unsent(self) -> list[OutboxRow]:
         return [outbox_row(row) for row in await self._rows(sql.UNSENT)]
 
+    async def unsent_keys(self) -> list[str]:
+        return [str(row[0]) for row in await self._rows(sql.UNSENT_KEYS)]
+
     async def outbox_rows(self, event_key: str) -> list[OutboxRow]:
         return [outbox_row(row) for row in await self._rows(sql.OUTBOX_ROWS, (event_key,))]
 

@@ -225,15 +225,18 @@ async def test_outbox_status_transitions(store: Store) -> None:
         ("k#0", "pending"),
         ("k#1", "pending"),
     ]
+    assert await store.unsent_keys() == ["k#0", "k#1"]
     await store.mark_outbox("k#0", "sending", attempts=1)
+    assert await store.unsent_keys() == ["k#0", "k#1"]  # sending is not sent yet
     await store.mark_outbox("k#0", "sent", platform_id="m-1")
+    assert await store.unsent_keys() == ["k#1"]
     await store.mark_outbox("k#1", "unknown", error="ambiguous: timeout")
     rows = {r.key: r for r in await store.outbox_rows("k")}
     assert (rows["k#0"].status, rows["k#0"].platform_id, rows["k#0"].attempts) == ("sent", "m-1", 1)
     assert rows["k#1"].status == "unknown" and rows["k#1"].error == "ambiguous: timeout"
-    assert await store.unsent() == []
+    assert await store.unsent() == [] and await store.unsent_keys() == []
     assert await store.requeue("k#1") is True
-    assert [r.key for r in await store.unsent()] == ["k#1"]
+    assert [r.key for r in await store.unsent()] == await store.unsent_keys() == ["k#1"]
     assert (await store.counts())["outbox"] == {"sent": 1, "pending": 1}
 
 
