@@ -28,9 +28,9 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import structlog
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from tether.events import Event
 from tether.gateway import metrics
@@ -40,6 +40,9 @@ from tether.memory.roles import InboxStore
 from tether.scheduler.cron import parse_time, stamp
 from tether.scheduler.jobs import Job, decided_cursor, fire_key, last_cursor, now_utc
 from tether.scheduler.ledger import OVERLAP, Plan, Skip, plan
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 log = structlog.get_logger("tether.scheduler")
 
@@ -85,6 +88,11 @@ class Scheduler:
         # Its INFO lines ("Added job", "Running job") would be one per job per fire;
         # cron.fired / cron.skipped are the record. Warnings and errors still show.
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        # Imported here: a gateway without cron jobs never starts a Scheduler, and the
+        # scheduler side of APScheduler (executors, job stores, multiprocessing for its
+        # process pool) is 0.6 MB resident for the life of the process (bench/idle.py).
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
         aps = AsyncIOScheduler(timezone="UTC")
         self._wakeup_of = {}
         for ids in wakeup_groups(self.jobs.values(), self._states).values():

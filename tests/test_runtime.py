@@ -10,7 +10,8 @@
 - The gateway process runs on one glibc malloc heap unless ``MALLOC_ARENA_MAX`` says.
 - ``tether run`` imports only what its configuration uses: without ``llm:`` no model
   client library, no LLM agent (prompt, tool loop, streaming, vision, compaction); no
-  MCP SDK without ``mcp.servers``, no web console or HTTP server when they are off.
+  MCP SDK without ``mcp.servers``, no web console or HTTP server when they are off, no
+  APScheduler scheduler without cron jobs.
 """
 
 from __future__ import annotations
@@ -211,13 +212,14 @@ def test_the_sqlite_writer_process_imports_no_more_than_it_needs() -> None:
     assert not loaded & {"typing", "tether", "json", "traceback", "urllib", "asyncio"}, loaded
 
 
-#: What a gateway without ``llm:``, ``mcp.servers``, ``http`` and ``http.ui`` never uses,
-#: each resident for the life of the process once imported (bench/idle.py).
+#: What a gateway without ``llm:``, ``mcp.servers``, ``http``, ``http.ui`` and cron jobs
+#: never uses, each resident for the life of the process once imported (bench/idle.py).
 _UNUSED_WITHOUT_LLM = {
     "openai", "tiktoken", "tether.gateway.llm_agent", "tether.gateway.streaming",
     "tether.gateway.vision", "tether.gateway.tools.loop", "tether.memory.compaction",
     "tether.memory.prompt", "mcp", "jinja2", "tether.gateway.web", "aiohttp.web",
     "tether.gateway.http", "cryptography", "httpx._main", "click",
+    "apscheduler.schedulers", "multiprocessing",
 }  # fmt: skip
 
 #: ``tether run`` as its console script runs it, which writes the modules it holds when
