@@ -14,7 +14,8 @@ non-empty getUpdates answer to the 5,000th sendMessage it received.
   ``synchronous=normal``), every update committed before its offset is confirmed and
   every reply an outbox row before it is sent. Like the PTB bot it lets everyone in
   (``access.allow: ["*"]``, no per-sender flood limit); logs at ``info`` are rendered as
-  JSON into /dev/null (``--log-level``).
+  JSON into /dev/null (``--log-level``). After start it settles its heap
+  (``settle_heap``), as ``tether run`` does.
 - ``ptb_aiohttp_concurrent``: the fastest PTB configuration, PTB with
   ``concurrent_updates(True)`` on Tether's aiohttp transport (adapters/telegram/http.py),
   in memory; ``ratio_tether_vs_ptb_aiohttp_concurrent`` is the target (≥ 1.0).
@@ -49,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from tether.config import load_text  # noqa: E402
 from tether.gateway import logs, runtime  # noqa: E402
-from tether.gateway.app import Gateway, build_adapters  # noqa: E402
+from tether.gateway.app import Gateway, build_adapters, settle_heap  # noqa: E402
 
 _SINK = open(os.devnull, "w")  # noqa: SIM115 - log lines are rendered, then dropped
 
@@ -144,6 +145,7 @@ async def run_tether(fake: FakeServer, updates: int, log_level: str) -> dict[str
         logs.configure(settings.logging.level, "json", settings.secrets(), _SINK)
         gateway = Gateway(settings, build_adapters(settings))
         await gateway.start()
+        settle_heap()  # as `tether run` does after start
         try:
             result = await fake.wait(updates)
         finally:
