@@ -6,6 +6,8 @@ and each caller still gets its own answer, after the commit.
 - One refused write (or accept) in a batch fails alone: its neighbours are committed.
 - Concurrent writes are fewer transactions than writes (the rows' ``xmin``).
 - Lane locks asked for at once: each asker gets its own answer; another process sees them.
+- Writes sent without BEGIN and COMMIT (one statement, one ``executemany``) are still
+  all-or-nothing; an accept with cursors is still one transaction with them.
 """
 
 from __future__ import annotations
@@ -122,3 +124,30 @@ async def test_a_lane_lock_taken_twice_is_held_until_released_twice(pg_dsn: str)
     finally:
         await here.close()
         await there.close()
+
+
+async def test_a_lone_write_of_one_text_is_all_or_nothing(store: PostgresStore) -> None:
+    """Rows of one statement text go as one ``executemany``, without BEGIN and COMMIT:
+    a refused row takes the write's other rows with it, as a transaction would."""
+    now = time.time()
+    with pytest.raises(asyncpg.NotNullViolationError):
+        await store._commit(
+            ACCEPT, (sql.CURSOR_SET, ("first", "1", now)), (sql.CURSOR_SET, ("second", None, now))
+        )
+    assert await store.cursor("first") is None
+    await store._commit(
+        ACCEPT, (sql.CURSOR_SET, ("first", "1", now)), (sql.CURSOR_SET, ("second", "2", now))
+    )
+    assert [await store.cursor("first"), await store.cursor("second")] == ["1", "2"]
+
+
+async def test_an_accept_with_cursors_is_one_transaction(store: PostgresStore) -> None:
+    """Without cursors an accept is one statement; with them, a refused cursor (a NUL in
+    text) leaves none of the events: a poller would fetch them again, never skip them."""
+    with pytest.raises(asyncpg.PostgresError):
+        await store.accept([(event("e1"), "c1"), (event("e2"), "c1")], {"poll": "7\x00"})
+    assert (await store.counts())["inbox"] == {}
+    assert await store.cursor("poll") is None
+    rows = await store.accept([(event("e1"), "c1"), (event("e2"), "c1")], {"poll": "7"})
+    assert [row.key if row else None for row in rows] == ["e1", "e2"]
+    assert await store.cursor("poll") == "7"

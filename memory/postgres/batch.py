@@ -104,12 +104,16 @@ class GroupCommit:
             for text, params in write.statements:
                 groups.setdefault((write.phase, text), []).append(params)
         try:
-            async with self._pool().acquire() as db, db.transaction():
-                for (_phase, text), rows in groups.items():
-                    if len(rows) == 1:
-                        await db.execute(numbered(text), *rows[0])
-                    else:
-                        await db.executemany(numbered(text), rows)
+            if len(groups) == 1:  # one executemany is atomic by itself: no BEGIN, COMMIT
+                [((_phase, text), rows)] = groups.items()
+                await self._pool().executemany(numbered(text), rows)
+            else:
+                async with self._pool().acquire() as db, db.transaction():
+                    for (_phase, text), rows in groups.items():
+                        if len(rows) == 1:
+                            await db.execute(numbered(text), *rows[0])
+                        else:
+                            await db.executemany(numbered(text), rows)
         except Exception:
             # One write may be at fault, or the server: each alone, so only the faulty
             # ones fail (and a server that is down fails them all, each with its error).

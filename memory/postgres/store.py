@@ -43,6 +43,18 @@ _UNSENT_FOR = (
     f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE target = ? AND {sql.IS_UNSENT} ORDER BY seq"
 )
 _BUSY_TARGETS = f"SELECT DISTINCT target FROM outbox WHERE {sql.IS_UNSENT}"
+#: Accepted events, in the order given (the sequence follows ``ORDER BY n``).
+_ACCEPT = (
+    "INSERT INTO inbox (key, conversation, payload, status, created, updated)"
+    " SELECT k, c, p, 'received', $4, $4 FROM unnest($1::text[], $2::text[],"
+    " $3::text[]) WITH ORDINALITY AS t(k, c, p, n) ORDER BY n"
+    " ON CONFLICT (key) DO NOTHING RETURNING seq, key"
+)
+_CURSORS_SET = (
+    "INSERT INTO cursors (name, value, updated)"
+    " SELECT n, v, $3 FROM unnest($1::text[], $2::text[]) AS t(n, v)"
+    " ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated = excluded.updated"
+)
 #: A write that changes nothing and still needs the right to write: a read-only server
 #: (a failed-over replica) or revoked privileges refuse it as they refuse real writes.
 _PROBE = "UPDATE cursors SET updated = updated WHERE false"
@@ -135,9 +147,10 @@ class PostgresStore(SqlStore):
         return list(await self.pool.fetch(numbered(text), *params))
 
     async def _commit(self, phase: int, *statements: Statement) -> None:
-        """One transaction (a lone statement is one by itself). Statements of one text
-        run as one ``executemany``, as SQLite's writer runs them: none of a write's
-        statements depends on another's order."""
+        """One transaction. Statements of one text run as one ``executemany``, as SQLite's
+        writer runs them: none of a write's statements depends on another's order. A lone
+        statement, or one ``executemany`` (atomic since asyncpg 0.22), is a transaction by
+        itself: no BEGIN and COMMIT round trips around it."""
         async with self._outcome():
             if len(statements) == 1:
                 [(text, params)] = statements
@@ -146,6 +159,10 @@ class PostgresStore(SqlStore):
             groups: dict[str, list[Sequence[Any]]] = {}
             for text, params in statements:
                 groups.setdefault(text, []).append(params)
+            if len(groups) == 1:
+                [(text, rows)] = groups.items()
+                await self.pool.executemany(numbered(text), rows)
+                return
             async with self.pool.acquire() as db, db.transaction():
                 for text, rows in groups.items():
                     await db.executemany(numbered(text), rows)
@@ -190,27 +207,13 @@ class PostgresStore(SqlStore):
         keys = list(first)
         conversations = [items[i][1] for i in first.values()]
         payloads = [items[i][0].to_json() for i in first.values()]
-        async with self._outcome(), self.pool.acquire() as db, db.transaction():
-            inserted = await db.fetch(
-                "INSERT INTO inbox (key, conversation, payload, status, created, updated)"
-                " SELECT k, c, p, 'received', $4, $4 FROM unnest($1::text[], $2::text[],"
-                " $3::text[]) WITH ORDINALITY AS t(k, c, p, n) ORDER BY n"
-                " ON CONFLICT (key) DO NOTHING RETURNING seq, key",
-                keys,
-                conversations,
-                payloads,
-                now,
-            )
+        async with self._outcome():
             if cursors:
-                await db.execute(
-                    "INSERT INTO cursors (name, value, updated)"
-                    " SELECT n, v, $3 FROM unnest($1::text[], $2::text[]) AS t(n, v)"
-                    " ON CONFLICT (name) DO UPDATE"
-                    " SET value = excluded.value, updated = excluded.updated",
-                    list(cursors),
-                    list(cursors.values()),
-                    now,
-                )
+                async with self.pool.acquire() as db, db.transaction():
+                    inserted = await db.fetch(_ACCEPT, keys, conversations, payloads, now)
+                    await db.execute(_CURSORS_SET, list(cursors), list(cursors.values()), now)
+            else:  # one statement is a transaction by itself: no BEGIN and COMMIT round trips
+                inserted = await self.pool.fetch(_ACCEPT, keys, conversations, payloads, now)
         seqs = {row["key"]: row["seq"] for row in inserted}
         out: list[InboxRow | None] = []
         for index, (event, conversation) in enumerate(items):
