@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import pickle
 import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -436,7 +435,7 @@ async def _read_reply(writer: asyncio.subprocess.Process) -> tuple[bool, Any]:
     assert writer.stdout is not None
     header = await writer.stdout.readexactly(writer_process.HEADER.size)
     (size,) = writer_process.HEADER.unpack(header)
-    reply: tuple[bool, Any] = pickle.loads(await writer.stdout.readexactly(size))
+    reply: tuple[bool, Any] = writer_process.decode(await writer.stdout.readexactly(size))
     return reply
 
 
