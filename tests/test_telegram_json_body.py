@@ -10,13 +10,17 @@ policy see no difference. Values JSON cannot hold still go through ``Bot._post``
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ParseMode
-from telegram.error import RetryAfter, TelegramError
+from telegram.error import NetworkError, RetryAfter, TelegramError
+from telegram.request import BaseRequest
 
 from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.base import SendAmbiguous
@@ -152,3 +156,39 @@ async def test_a_dropped_connection_is_ambiguous_as_before(
         readings.append((_reading(caught.value), type(caught.value.__cause__)))
     assert readings[0] == readings[1]
     assert readings[0][0][4] is SendAmbiguous
+
+
+async def test_a_text_with_no_utf8_form_fails_as_it_did_and_nothing_is_sent(
+    fake: FakeTelegram, bot: BotClient
+) -> None:
+    with pytest.raises(NetworkError) as caught:
+        await bot.send_message_dict({"chat_id": 42, "text": "lone \ud800 surrogate"})
+    assert isinstance(caught.value.__cause__, UnicodeEncodeError)  # PTB's form encoding
+    assert fake.calls_to("sendMessage") == []
+
+
+#: Answers as they might come: JSON Telegram sends, and what orjson and json.loads read
+#: differently (NaN, integers past 64 bits, lone surrogates, invalid UTF-8, not JSON).
+ANSWERS = st.one_of(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+        max_leaves=8,
+    ).map(lambda value: json.dumps({"ok": True, "result": value}).encode()),
+    st.binary(max_size=40),
+    st.sampled_from([b'{"ok": true, "result": "\\ud800"}', b'{"a": 1', b"\xff{}", b""]),
+)
+
+
+def _parsed(parse: Any, payload: bytes) -> str:
+    try:
+        return repr(parse(payload))
+    except TelegramError as exc:
+        return f"TelegramError: {exc}"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(payload=ANSWERS)
+def test_answers_read_as_ptbs_json_loads_reads_them(payload: bytes) -> None:
+    ours = _parsed(AiohttpRequest.parse_json_payload, payload)
+    assert ours == _parsed(BaseRequest.parse_json_payload, payload)
