@@ -14,7 +14,16 @@ SQLite writer, from /proc), and PostgreSQL's (every ``postgres`` process on the 
 so other use of the server counts too), and events per CPU-second of the instances.
 Flat events per CPU-second as instances are added is linear scaling, given the cores.
 
-    python bench/scaleout.py [--events N] [--chats N] [--dsn postgresql://...]
+The target is the round-robin figure (``per_cpu_s_scaling``). Two reference runs say
+where the rest goes (``reference``), each against the 1-instance run of the same round:
+``per_cpu_s_3x_sticky``, 3 instances with each chat posted to one instance (a sticky
+balancer: a lane never changes instance), and ``per_cpu_s_third_load``, one instance
+fed a third of the chats (and events), which is what each of three instances gets: the
+cost of smaller batches alone, with nothing else on the cores and no other instance.
+``--repeat N`` runs the PostgreSQL configurations N times, in turns, and reports each
+ratio's median (one run's ratios move by ~0.1 on a busy machine).
+
+    python bench/scaleout.py [--events N] [--chats N] [--repeat N] [--dsn postgresql://...]
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -73,7 +83,11 @@ def cpu_seconds(roots: list[int]) -> tuple[float, float]:
     return ours, postgres
 
 
-async def run_once(dsn: str, instances: int, events: int, chats: int, store: str) -> dict[str, Any]:
+async def run_once(
+    dsn: str, instances: int, events: int, chats: int, store: str, *, sticky: bool = False
+) -> dict[str, Any]:
+    """One configuration on a fresh schema (or file); ``sticky`` posts each chat to one
+    instance instead of round-robin."""
     schema = f"tether_bench_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(dsn)
     await admin.execute(f'CREATE SCHEMA "{schema}"')
@@ -95,7 +109,11 @@ async def run_once(dsn: str, instances: int, events: int, chats: int, store: str
                 async def chat(chat_id: int) -> None:
                     for n in range(per_chat):
                         message = fake.message(chat_id, f"c{chat_id}-m{n}")
-                        await c.post({"update_id": chat_id * 100_000 + n, "message": message})
+                        update = {"update_id": chat_id * 100_000 + n, "message": message}
+                        if sticky:
+                            await c.post_to(chat_id % instances, update)
+                        else:
+                            await c.post(update)
 
                 await asyncio.gather(*(chat(i) for i in range(1, chats + 1)))
                 accepted = time.perf_counter() - started
@@ -107,6 +125,8 @@ async def run_once(dsn: str, instances: int, events: int, chats: int, store: str
         return {
             "store": store,
             "instances": instances,
+            "balancer": "sticky" if sticky else "round-robin",
+            "chats": chats,
             "events": done,
             "seconds": round(elapsed, 3),
             "events_per_s": round(done / elapsed, 1),
@@ -121,29 +141,64 @@ async def run_once(dsn: str, instances: int, events: int, chats: int, store: str
         await admin.close()
 
 
+Round = dict[str, dict[str, Any]]
+
+
+def one_round(args: argparse.Namespace) -> Round:
+    """Each PostgreSQL configuration once: 1-3 instances round-robin, and the references."""
+
+    def pg(instances: int, events: int, chats: int, sticky: bool = False) -> dict[str, Any]:
+        run = run_once(args.dsn, instances, events, chats, "postgresql", sticky=sticky)
+        return runtime.run(run)
+
+    third = max(1, args.chats // 3)
+    found = {f"{n}x": pg(n, args.events, args.chats) for n in (1, 2, 3)}
+    found["3x_sticky"] = pg(3, args.events, args.chats, sticky=True)
+    found["third_load"] = pg(1, args.events // args.chats * third, third)
+    return found
+
+
+def median_ratio(rounds: list[Round], run: str, field: str) -> float:
+    """``run``'s ``field`` over the 1-instance run's, within each round; the median."""
+    return round(statistics.median(float(r[run][field] / r["1x"][field]) for r in rounds), 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=3000)
     parser.add_argument("--chats", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
     sqlite = runtime.run(run_once(args.dsn, 1, args.events, args.chats, "sqlite"))
-    runs = [
-        runtime.run(run_once(args.dsn, n, args.events, args.chats, "postgresql")) for n in (1, 2, 3)
-    ]
-    base, per_cpu = runs[0]["events_per_s"], runs[0]["events_per_cpu_s"]
+    rounds = [one_round(args) for _ in range(args.repeat)]
+    first = rounds[0]
+    per_cpu = "events_per_cpu_s"
     print(
         json.dumps(
             {
                 "benchmark": "scaleout",
                 "ingress": "telegram webhook, round-robin over instances",
+                "repeat": args.repeat,
                 "sqlite": sqlite,
-                "runs": runs,
-                "scaling": {f"{r['instances']}x": round(r["events_per_s"] / base, 2) for r in runs},
-                "per_cpu_s_scaling": {
-                    f"{r['instances']}x": round(r["events_per_cpu_s"] / per_cpu, 2) for r in runs
+                "runs": [first[f"{n}x"] for n in (1, 2, 3)],
+                "scaling": {
+                    f"{n}x": median_ratio(rounds, f"{n}x", "events_per_s") for n in (1, 2, 3)
                 },
-                "postgresql_over_sqlite": round(base / sqlite["events_per_s"], 2),
+                "per_cpu_s_scaling": {
+                    f"{n}x": median_ratio(rounds, f"{n}x", per_cpu) for n in (1, 2, 3)
+                },
+                "per_cpu_s_scaling_3x_each": [
+                    round(r["3x"][per_cpu] / r["1x"][per_cpu], 2) for r in rounds
+                ],
+                "postgresql_over_sqlite": round(
+                    first["1x"]["events_per_s"] / sqlite["events_per_s"], 2
+                ),
+                "reference": {
+                    "per_cpu_s_3x_sticky": median_ratio(rounds, "3x_sticky", per_cpu),
+                    "per_cpu_s_third_load": median_ratio(rounds, "third_load", per_cpu),
+                    "runs": [first["3x_sticky"], first["third_load"]],
+                },
                 "target": {"postgresql_over_sqlite": 0.5, "per_cpu_s_scaling_3x": 0.8},
             },
             indent=2,

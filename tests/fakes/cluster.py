@@ -123,6 +123,15 @@ class Cluster:
             await asyncio.sleep(0.05)  # a process starting up: nothing to await but its port
         raise TimeoutError(f"instance on port {instance.port} never became ready")
 
+    async def post_to(self, index: int, update: dict[str, Any]) -> None:
+        """Deliver one update to instance ``index`` (a sticky balancer: bench/scaleout.py's
+        reference run, each chat to one instance); it must take it."""
+        assert self.session is not None
+        url = f"http://127.0.0.1:{self.instances[index].port}/telegram/webhook"
+        headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+        async with self.session.post(url, data=json.dumps(update), headers=headers) as response:
+            response.raise_for_status()
+
     async def post(self, update: dict[str, Any]) -> None:
         """Deliver one update to some live instance; retry elsewhere until one takes it."""
         assert self.session is not None
