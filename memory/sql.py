@@ -129,6 +129,12 @@ def unsummarized_pages(messages: str) -> tuple[str, str]:
     )
 
 
+MESSAGE_SAVED = (
+    "INSERT INTO messages (conversation, role, text, tokens, event_key, position,"
+    " created) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+
+
 def turns_and_memory(
     key: str, turns: Sequence[Turn], changes: MemoryChanges | None, now: float
 ) -> list[Statement]:
@@ -139,11 +145,7 @@ def turns_and_memory(
     counts once, when its ``usage_calls`` row is first inserted.
     """
     out: list[Statement] = [
-        (
-            "INSERT INTO messages (conversation, role, text, tokens, event_key, position,"
-            " created) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (turn.conversation, turn.role, turn.text, turn.tokens, key, position, now),
-        )
+        (MESSAGE_SAVED, (turn.conversation, turn.role, turn.text, turn.tokens, key, position, now))
         for position, turn in enumerate(turns)
     ]
     if not changes:

@@ -8,6 +8,9 @@ and each caller still gets its own answer, after the commit.
 - Lane locks asked for at once: each asker gets its own answer; another process sees them.
 - Writes sent without BEGIN and COMMIT (one statement, one ``executemany``) are still
   all-or-nothing; an accept with cursors is still one transaction with them.
+- Batches sent as one statement over arrays (memory/postgres/arrays.py): each event's
+  outbox rows and turns keep their order, every mark lands; a row marked twice in one
+  batch is not sent that way, and keeps the later mark.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from tether.events import Conversation, Event
+from tether.events import Conversation, Event, OutMessage, Target
 from tether.memory import sql
 from tether.memory.postgres import PostgresStore
+from tether.memory.postgres.arrays import INSERT_OUTBOX, as_one
+from tether.memory.records import Turn
 from tether.memory.sql import ACCEPT
 
 CHAT = Conversation(platform="test", chat_id="c1")
@@ -151,3 +156,72 @@ async def test_an_accept_with_cursors_is_one_transaction(store: PostgresStore) -
     rows = await store.accept([(event("e1"), "c1"), (event("e2"), "c1")], {"poll": "7"})
     assert [row.key if row else None for row in rows] == ["e1", "e2"]
     assert await store.cursor("poll") == "7"
+
+
+async def test_concurrent_checkpoints_keep_each_events_order(store: PostgresStore) -> None:
+    """Begins, checkpoints and marks of 20 events at once: batches of several statement
+    texts, each sent as one statement over arrays."""
+    chats = [f"c{n}" for n in range(20)]
+    rows = [row for chat in chats for row in await store.accept([(event(f"e-{chat}"), chat)])]
+    assert all(rows)
+    await asyncio.gather(*(store.begin(row) for row in rows if row))
+
+    def reply(chat: str, n: int) -> OutMessage:
+        target = Target(platform="test", chat_id=chat)
+        return OutMessage(key=f"e-{chat}#{n}", target=target, text=f"{chat} part {n}")
+
+    def turns(chat: str) -> list[Turn]:
+        return [Turn(chat, "user", f"{chat} asks"), Turn(chat, "assistant", f"{chat} answers")]
+
+    await asyncio.gather(
+        *(store.checkpoint(f"e-{c}", [reply(c, n) for n in range(3)], turns(c)) for c in chats)
+    )
+    for chat in chats:
+        assert (await store.inbox_row(f"e-{chat}")).status == "done"  # type: ignore[union-attr]
+        unsent = await store.unsent_for(f"test:{chat}")
+        assert [r.key for r in unsent] == [f"e-{chat}#{n}" for n in range(3)]
+        assert [r.seq for r in unsent] == sorted(r.seq for r in unsent)
+        history = await store.history(chat, 10)
+        assert [(t.role, t.text) for t in history] == [(t.role, t.text) for t in turns(chat)]
+    keys = [f"e-{c}#{n}" for c in chats for n in range(3)]
+    await asyncio.gather(*(store.mark_outbox(k, "sent", platform_id=f"p-{k}") for k in keys))
+    for chat in chats:
+        marked = await store.outbox_rows(f"e-{chat}")
+        assert [(r.status, r.platform_id) for r in marked] == [
+            ("sent", f"p-e-{chat}#{n}") for n in range(3)
+        ]
+    assert await store.busy_targets() == []
+    [(transactions,)] = await store._rows("SELECT count(DISTINCT xmin::text) FROM outbox")
+    assert transactions < 20  # the 20 checkpoints shared statements
+
+
+async def test_a_row_marked_twice_in_one_batch_keeps_the_later_mark(store: PostgresStore) -> None:
+    [row] = await store.accept([(event("twice"), "c1")])
+    assert row is not None
+    target = Target(platform="test", chat_id="c1")
+    await store.checkpoint("twice", [OutMessage(key="twice#0", target=target, text="x")], [])
+    for _ in range(5):
+        await asyncio.gather(
+            store.mark_outbox("twice#0", "sending", attempts=1),
+            store.mark_outbox("twice#0", "sent", platform_id="42"),
+        )
+        [sent] = await store.outbox_rows("twice")
+        assert (sent.status, sent.platform_id) == ("sent", "42")
+
+
+def test_as_one_takes_only_writes_that_touch_each_row_once() -> None:
+    now = time.time()
+    done = (sql.FINISHED, (None, now, "k1"))
+    saved = (INSERT_OUTBOX, ("k1#0", "k1", "test", "test:c1", "{}", now, now))
+    marked = (sql.OUTBOX_MARKED, ("sent", None, None, "7", None, now, "k0#0"))
+    one = as_one([done, saved, marked])
+    assert one is not None
+    text, params = one
+    assert text.startswith("WITH w0 AS (UPDATE inbox") and text.count(" AS (") == 3
+    assert params[:3] == [[None], [now], ["k1"]]
+    assert as_one([done, saved]) is not None
+    assert as_one([done]) is None  # one text: one executemany already
+    assert as_one([done, (sql.RUNNING, (1, now, "k1"))]) is None  # one inbox row twice
+    twice = (sql.OUTBOX_MARKED, ("sending", 1, None, None, None, now, "k1#0"))
+    assert as_one([saved, twice]) is None  # marks a row its own batch inserts
+    assert as_one([done, (sql.CURSOR_SET, ("c", "v", now))]) is None  # no array form

@@ -7,6 +7,8 @@ a webhook gateway has dozens of events in flight. As SQLite's writer does
 then go together: sorted by phase (a write may depend on an earlier phase's rows, never
 on a later one's), one ``executemany`` per statement shape, one transaction. Under load
 a round trip carries many events' writes; alone, a write commits at once as before.
+The usual batch (marks, checkpoints) goes as one statement over arrays instead
+(:mod:`~tether.memory.postgres.arrays`): one round trip, not BEGIN, one per shape, COMMIT.
 
 Every caller still learns the fate of its own write, and only after COMMIT (persist
 before acknowledging). If a batch fails, each of its writes is committed again on its
@@ -24,6 +26,7 @@ from typing import Any
 import asyncpg
 
 from tether.events import Event
+from tether.memory.postgres.arrays import as_one
 from tether.memory.records import InboxRow
 from tether.memory.sql import Statement, numbered
 
@@ -99,12 +102,17 @@ class GroupCommit:
             _settle(write, None)
 
     async def _many(self, batch: list[_Write]) -> None:
+        in_order = sorted(batch, key=lambda w: w.phase)
         groups: dict[tuple[int, str], list[Sequence[Any]]] = {}
-        for write in sorted(batch, key=lambda w: w.phase):
+        for write in in_order:
             for text, params in write.statements:
                 groups.setdefault((write.phase, text), []).append(params)
+        # One statement over arrays (arrays.py), when no row is touched twice.
+        one = as_one([statement for write in in_order for statement in write.statements])
         try:
-            if len(groups) == 1:  # one executemany is atomic by itself: no BEGIN, COMMIT
+            if one is not None:
+                await self._pool().execute(one[0], *one[1])
+            elif len(groups) == 1:  # one executemany is atomic by itself: no BEGIN, COMMIT
                 [((_phase, text), rows)] = groups.items()
                 await self._pool().executemany(numbered(text), rows)
             else:

@@ -26,6 +26,7 @@ import structlog
 
 from tether.events import Event, OutMessage
 from tether.memory import sql
+from tether.memory.postgres.arrays import INSERT_OUTBOX, as_one
 from tether.memory.postgres.batch import GroupAccept, GroupCommit
 from tether.memory.postgres.locks import AdvisoryLocks
 from tether.memory.postgres.schema import migrate
@@ -35,10 +36,6 @@ from tether.memory.sql import BEGIN, FINISH, OUTBOX, Statement, numbered
 from tether.memory.sqlstore import SqlStore
 from tether.memory.store import WritesFailing
 
-_INSERT_OUTBOX = (
-    "INSERT INTO outbox (key, event_key, platform, target, payload, status, created, updated)"
-    " VALUES (?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT DO NOTHING"
-)
 _UNSENT_FOR = (
     f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE target = ? AND {sql.IS_UNSENT} ORDER BY seq"
 )
@@ -156,6 +153,10 @@ class PostgresStore(SqlStore):
                 [(text, params)] = statements
                 await self.pool.execute(numbered(text), *params)
                 return
+            one = as_one(statements)  # a checkpoint: one statement (arrays.py)
+            if one is not None:
+                await self.pool.execute(one[0], *one[1])
+                return
             groups: dict[str, list[Sequence[Any]]] = {}
             for text, params in statements:
                 groups.setdefault(text, []).append(params)
@@ -249,7 +250,7 @@ class PostgresStore(SqlStore):
     def _outbox_saved(self, event_key: str, message: OutMessage, now: float) -> Statement:
         target = message.target
         row = (message.key, event_key, target.platform, target.key, message.to_json(), now, now)
-        return (_INSERT_OUTBOX, row)
+        return (INSERT_OUTBOX, row)
 
     async def requeue(self, key: str) -> bool:
         now = time.time()
