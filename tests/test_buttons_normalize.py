@@ -26,8 +26,8 @@ from tether.adapters.feishu.normalize import Bot
 from tether.adapters.feishu.normalize import normalize as feishu_normalize
 from tether.adapters.kit import Dropped
 from tether.adapters.telegram.buttons import inline_keyboard
-from tether.adapters.telegram.normalize import Recipient
 from tether.adapters.telegram.normalize import normalize as telegram_normalize
+from tether.adapters.telegram.recipient import Recipient
 from tether.buttons import Button, ButtonError, keyboard
 from tether.events import Event, Kind
 

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tether.adapters.kit import Dropped
-from tether.adapters.telegram.normalize import Recipient, normalize, update_id
+from tether.adapters.telegram.normalize import normalize, update_id
+from tether.adapters.telegram.recipient import Recipient
 from tether.events import Event, Kind
 
 BOT_ID = 5550001

@@ -24,8 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether.adapters.kit import Dropped
-from tether.adapters.telegram.normalize import Recipient, normalize, read_with_ptb, update_id
+from tether.adapters.telegram.normalize import normalize, read_with_ptb, update_id
 from tether.adapters.telegram.plain import read_plain
+from tether.adapters.telegram.recipient import Recipient
 from tether.events import Event, Kind
 
 BOT_ID = 5550001

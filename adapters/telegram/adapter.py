@@ -23,7 +23,8 @@ from tether.adapters.telegram.edit import edit_text
 from tether.adapters.telegram.http import AiohttpRequest, BotClient
 from tether.adapters.telegram.ingress import Ingress, Pace, offset_cursor
 from tether.adapters.telegram.markdown import shown_length
-from tether.adapters.telegram.normalize import Recipient, normalize
+from tether.adapters.telegram.normalize import normalize
+from tether.adapters.telegram.recipient import Recipient
 from tether.adapters.telegram.send import rate_limits, send_message
 from tether.config.schema import TelegramConfig
 from tether.events import Attachment, Event, OutMessage, Target

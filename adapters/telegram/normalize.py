@@ -16,7 +16,6 @@ read without PTB (:mod:`.plain`, for speed), to the same result.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from telegram import CallbackQuery, Message, MessageEntity, Update
@@ -31,9 +30,9 @@ from tether.adapters.telegram.content import (
     with_legacy_defaults,
 )
 from tether.adapters.telegram.plain import read_plain
+from tether.adapters.telegram.recipient import CHAT_TYPES, PLATFORM, Recipient
 from tether.events import (
     Attachment,
-    ChatType,
     Conversation,
     Event,
     Kind,
@@ -41,31 +40,9 @@ from tether.events import (
     parse_command,
 )
 
-PLATFORM = "telegram"
-_CHAT_TYPES: dict[str, ChatType] = {
-    "private": "dm",
-    "group": "group",
-    "supergroup": "group",
-    "channel": "channel",
-}
 #: Content without text or a file that handlers may still want (read it from ``raw``).
 _MEDIA = ("animation", "document", "voice", "video", "audio", "video_note", "sticker")
 _DEFAULT_MIME = {"video_note": "video/mp4", "voice": "audio/ogg"}
-
-
-@dataclass(frozen=True, slots=True)
-class Recipient:
-    """The bot the updates are for: what normalizing needs besides the payload.
-
-    ``bot_id`` and ``username`` tell ``/cmd@us`` from ``/cmd@them``, a mention of us from
-    one of someone else, and a reply to us from a reply to a person (``username`` is None
-    until getMe answered). ``answer_groups`` and ``ignore_bots`` are the config's policy.
-    """
-
-    bot_id: int
-    username: str | None = None
-    answer_groups: str = "addressed"  # or "all"
-    ignore_bots: bool = True
 
 
 def update_id(data: Any) -> int | None:
@@ -113,7 +90,7 @@ def read_with_ptb(data: Any, number: int, recipient: Recipient) -> Event | Dropp
 def _message(
     key: str, kind: Kind, message: Message, raw: dict[str, Any], recipient: Recipient
 ) -> Event | Dropped:
-    chat_type = _CHAT_TYPES.get(message.chat.type, "group")
+    chat_type = CHAT_TYPES.get(message.chat.type, "group")
     sender = _sender(message)
     if sender is not None and sender.is_bot and recipient.ignore_bots:
         return Dropped("telegram.ignored", "from a bot")
@@ -178,7 +155,7 @@ def _callback(key: str, query: CallbackQuery, raw: dict[str, Any]) -> Event:
     user = query.from_user
     message = query.message
     if message is not None:
-        chat_id, chat_type = str(message.chat.id), _CHAT_TYPES.get(message.chat.type, "group")
+        chat_id, chat_type = str(message.chat.id), CHAT_TYPES.get(message.chat.type, "group")
         topic = isinstance(message, Message) and message.is_topic_message
         thread_id = message.message_thread_id if isinstance(message, Message) and topic else None
         message_id: str | None = str(message.message_id)

@@ -22,22 +22,13 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, TypeGuard
 
 from tether.adapters.kit import Dropped
 from tether.adapters.telegram.content import mentioned_by_name, name_of
+from tether.adapters.telegram.recipient import CHAT_TYPES, PLATFORM, Recipient
 from tether.events import ChatType, Conversation, Event, Kind, Sender, parse_command
 
-if TYPE_CHECKING:
-    from tether.adapters.telegram.normalize import Recipient
-
-PLATFORM = "telegram"
-_CHAT_TYPES: dict[str, ChatType] = {
-    "private": "dm",
-    "group": "group",
-    "supergroup": "group",
-    "channel": "channel",
-}
 #: The update fields whose message this module reads, and what it becomes.
 _KINDS = {"message": Kind.MESSAGE, "edited_message": Kind.EDIT}
 #: A plain text message's keys. Anything else (a reply, a caption, media, a forward, a
@@ -135,7 +126,7 @@ def _read(data: Any, number: int, recipient: Recipient) -> Event | Dropped | Non
     sender = Sender(id=str(user["id"]), name=name_of(user), is_bot=user["is_bot"])
     if sender.is_bot and recipient.ignore_bots:
         return Dropped("telegram.ignored", "from a bot")
-    chat_type: ChatType = _CHAT_TYPES.get(chat["type"], "group")
+    chat_type: ChatType = CHAT_TYPES.get(chat["type"], "group")
     command = parse_command(said, recipient.username) if said.startswith("/") else None
     mentions, mentions_bot = _ours(mentioned, said, recipient)
     addressed = command is not None or mentions_bot
