@@ -22,17 +22,26 @@ non-empty getUpdates answer to the 5,000th sendMessage it received.
 - References: ``ptb_concurrent`` is PTB with ``concurrent_updates(True)``; ``ptb_aiohttp``
   is PTB on the aiohttp transport, to show how much of a gap is the HTTP client.
 
-Every contestant runs on the loop ``tether run`` uses (uvloop when it imports).
+Every contestant runs on the loop ``tether run`` uses (uvloop when it imports), each in a
+fresh interpreter of its own, so that nothing one leaves (imports, a warmed heap, the
+collector thresholds Tether's ``settle_heap`` sets) helps or hinders the next. The three
+contestants run in turns for ``--rounds`` rounds (default 3), because on a shared 2-core
+machine one run's ratio moves by a third; each round's ratios are kept and the top-level
+ratios are their medians.
 
-Prints one JSON object. Usage: ``python bench/telegram.py [--updates N] [--chats N]``.
+Prints one JSON object. Usage:
+``python bench/telegram.py [--updates N] [--chats N] [--rounds N] [--no-reference]``,
+or ``--only NAME`` to run one contestant (for a profiler).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,18 +67,23 @@ _SINK = open(os.devnull, "w")  # noqa: SIM115 - log lines are rendered, then dro
 class FakeServer:
     """The fake Bot API in a child process, driven through its /_fake control routes."""
 
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
+    def __init__(self, port: int, token: str, proc: subprocess.Popen[str] | None = None) -> None:
+        self.proc = proc
+        self.port = port
+        self.token = token
+        self.base_url = f"http://127.0.0.1:{self.port}/bot"
+
+    @classmethod
+    def spawn(cls) -> FakeServer:
+        proc = subprocess.Popen(
             [sys.executable, "-m", "tests.fakes.telegram_api", "--port", "0"],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
         )
-        assert self.proc.stdout is not None
-        hello = json.loads(self.proc.stdout.readline())
-        self.port: int = hello["port"]
-        self.token: str = hello["token"]
-        self.base_url = f"http://127.0.0.1:{self.port}/bot"
+        assert proc.stdout is not None
+        hello = json.loads(proc.stdout.readline())
+        return cls(hello["port"], hello["token"], proc)
 
     async def load(self, updates: int, chats: int) -> None:
         async with aiohttp.ClientSession() as session:
@@ -88,8 +102,9 @@ class FakeServer:
                 return result
 
     def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
 
 
 async def run_ptb(
@@ -164,6 +179,50 @@ def rate(result: dict[str, Any], updates: int) -> float:
     return round(updates / seconds, 1)
 
 
+CONTESTANTS = ("ptb", "tether", "ptb_aiohttp_concurrent")
+REFERENCES = ("ptb_concurrent", "ptb_aiohttp")
+
+
+async def contest(name: str, fake: FakeServer, updates: int, log_level: str) -> dict[str, Any]:
+    """Run one contestant against the (already loaded) fake, in this process."""
+    if name == "tether":
+        return await run_tether(fake, updates, log_level)
+    concurrent = name in ("ptb_concurrent", "ptb_aiohttp_concurrent")
+    aiohttp_transport = name in ("ptb_aiohttp", "ptb_aiohttp_concurrent")
+    return await run_ptb(fake, updates, concurrent=concurrent, aiohttp_transport=aiohttp_transport)
+
+
+async def run_child(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """One contestant in a fresh interpreter: no imports, heap or collector settings
+    (Tether's ``settle_heap``) carried from one contestant to the next. Its CPU is
+    the contestant's own report: it and the SQLite writer, from after the imports."""
+    fake = FakeServer.spawn()  # a fresh one: a fake that served runs before answers slower
+    try:
+        return await _run_child(args, name, fake)
+    finally:
+        fake.close()
+
+
+async def _run_child(args: argparse.Namespace, name: str, fake: FakeServer) -> dict[str, Any]:
+    await fake.load(args.updates, args.chats)
+    command = [sys.executable, __file__, "--contestant", name, "--updates", str(args.updates)]
+    command += ["--fake", f"{fake.port}:{fake.token}", "--log-level", args.log_level]
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(*command, stdout=subprocess.PIPE)
+    stdout, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name} exited with {proc.returncode}")
+    wall = time.perf_counter() - started
+    result: dict[str, Any] = json.loads(stdout)
+    cpu = result["cpu_s"]
+    return {
+        "updates_per_s": rate(result, args.updates),
+        "wall_s": round(wall, 2),
+        "updates_per_cpu_s": round(args.updates / cpu, 1),
+        "api_calls": result["calls"],
+    }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--updates", type=int, default=5000)
@@ -174,51 +233,63 @@ async def main() -> None:
         choices=["debug", "info", "warning"],
         help="Tether's logging.level (lines are rendered as JSON into /dev/null)",
     )
-    parser.add_argument("--no-reference", action="store_true", help="skip ptb_concurrent")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of the three contestants; medians reported"
+    )
+    parser.add_argument("--no-reference", action="store_true", help="skip the references")
     parser.add_argument("--only", help="run one contestant (for profiling); prints no ratios")
+    parser.add_argument("--contestant", help=argparse.SUPPRESS)  # a child: run this one
+    parser.add_argument("--fake", help=argparse.SUPPRESS)  # the child's fake: PORT:TOKEN
     args = parser.parse_args()
 
-    fake = FakeServer()
-    out: dict[str, Any] = {"updates": args.updates, "chats": args.chats}
-    try:
-        contestants: list[tuple[str, Any]] = [
-            ("ptb", lambda: run_ptb(fake, args.updates)),
-            ("tether", lambda: run_tether(fake, args.updates, args.log_level)),
-            (
-                "ptb_aiohttp_concurrent",
-                lambda: run_ptb(fake, args.updates, concurrent=True, aiohttp_transport=True),
-            ),
-        ]
-        if not args.no_reference:
-            contestants += [
-                ("ptb_concurrent", lambda: run_ptb(fake, args.updates, concurrent=True)),
-                ("ptb_aiohttp", lambda: run_ptb(fake, args.updates, aiohttp_transport=True)),
-            ]
-        if args.only:
-            contestants = [c for c in contestants if c[0] == args.only]
-        for name, run in contestants:
-            print(f"running {name}", file=sys.stderr, flush=True)
-            await fake.load(args.updates, args.chats)
-            started, cpu = time.perf_counter(), _cpu()
-            result = await run()
-            out[f"{name}_updates_per_s"] = rate(result, args.updates)
-            out[f"{name}_wall_s"] = round(time.perf_counter() - started, 2)
-            # This process and its children that ended (Tether's SQLite writer): the
-            # contestant's CPU, whatever else the machine runs meanwhile.
-            out[f"{name}_updates_per_cpu_s"] = round(args.updates / (_cpu() - cpu), 1)
-            out[f"{name}_api_calls"] = result["calls"]
-    finally:
-        fake.close()
+    if args.contestant:
+        port, token = args.fake.split(":", 1)
+        cpu = _cpu()
+        result = await contest(args.contestant, FakeServer(int(port), token), args.updates,
+                               args.log_level)  # fmt: skip
+        # This process and the children it waited for (Tether's SQLite writer), from
+        # after the imports: the contestant's CPU, whatever else the machine runs.
+        result["cpu_s"] = _cpu() - cpu
+        print(json.dumps(result))
+        return
+
+    out: dict[str, Any] = {"updates": args.updates, "chats": args.chats, "rounds": []}
     if args.only:
+        for key, value in (await run_child(args, args.only)).items():
+            out[f"{args.only}_{key}"] = value
+        del out["rounds"]
         print(json.dumps(out))
         return
-    tether = out["tether_updates_per_s"]
-    out["ratio_tether_vs_ptb"] = round(tether / out["ptb_updates_per_s"], 2)
-    fastest = out["ptb_aiohttp_concurrent_updates_per_s"]
-    out["ratio_tether_vs_ptb_aiohttp_concurrent"] = round(tether / fastest, 2)
-    out["ratio_per_cpu_s_tether_vs_ptb_aiohttp_concurrent"] = round(
-        out["tether_updates_per_cpu_s"] / out["ptb_aiohttp_concurrent_updates_per_cpu_s"], 2
-    )
+    for number in range(args.rounds):
+        this: dict[str, Any] = {}
+        for name in CONTESTANTS:
+            print(f"round {number + 1}: running {name}", file=sys.stderr, flush=True)
+            this[name] = await run_child(args, name)
+        tether, fastest = this["tether"], this["ptb_aiohttp_concurrent"]
+        this["ratio_tether_vs_ptb"] = round(
+            tether["updates_per_s"] / this["ptb"]["updates_per_s"], 2
+        )
+        this["ratio_tether_vs_ptb_aiohttp_concurrent"] = round(
+            tether["updates_per_s"] / fastest["updates_per_s"], 2
+        )
+        this["ratio_per_cpu_s_tether_vs_ptb_aiohttp_concurrent"] = round(
+            tether["updates_per_cpu_s"] / fastest["updates_per_cpu_s"], 2
+        )
+        out["rounds"].append(this)
+    if not args.no_reference:
+        for name in REFERENCES:
+            print(f"running {name}", file=sys.stderr, flush=True)
+            out[name] = await run_child(args, name)
+    for key in (
+        "ratio_tether_vs_ptb",
+        "ratio_tether_vs_ptb_aiohttp_concurrent",
+        "ratio_per_cpu_s_tether_vs_ptb_aiohttp_concurrent",
+    ):
+        out[key] = statistics.median(r[key] for r in out["rounds"])
+    for name in CONTESTANTS:
+        out[f"{name}_updates_per_s"] = statistics.median(
+            r[name]["updates_per_s"] for r in out["rounds"]
+        )
     out["target"] = {"ratio_tether_vs_ptb_aiohttp_concurrent": 1.0}
     out["loop"] = runtime.loop_name()
     out["tether_log_level"] = args.log_level
