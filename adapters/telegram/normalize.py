@@ -30,7 +30,7 @@ from tether.adapters.telegram.content import (
     with_legacy_defaults,
 )
 from tether.adapters.telegram.plain import read_plain
-from tether.adapters.telegram.recipient import CHAT_TYPES, PLATFORM, Recipient
+from tether.adapters.telegram.recipient import CHAT_TYPES, PLATFORM, Recipient, unaddressed
 from tether.events import (
     Attachment,
     Conversation,
@@ -114,13 +114,9 @@ def _message(
     if not text and not attachments:
         return Dropped("telegram.skipped", "service message or unsupported content")
     addressed = command is not None or mentions_bot or reply_to_bot
-    if chat_type == "group" and recipient.answer_groups == "addressed" and not addressed:
-        reason = (
-            "command for another bot"
-            if said.startswith("/") and parse_command(said) is not None
-            else "group message not addressed to the bot"
-        )
-        return Dropped("telegram.ignored", reason)
+    ignored = unaddressed(chat_type, said, addressed, recipient)
+    if ignored is not None:
+        return ignored
     is_command = kind is Kind.MESSAGE and command is not None
     thread_id = message.message_thread_id if message.is_topic_message else None
     when = (message.edit_date if kind is Kind.EDIT else None) or message.date

@@ -26,7 +26,7 @@ from typing import Any, TypeGuard
 
 from tether.adapters.kit import Dropped
 from tether.adapters.telegram.content import mentioned_by_name, name_of
-from tether.adapters.telegram.recipient import CHAT_TYPES, PLATFORM, Recipient
+from tether.adapters.telegram.recipient import CHAT_TYPES, PLATFORM, Recipient, unaddressed
 from tether.events import ChatType, Conversation, Event, Kind, Sender, parse_command
 
 #: The update fields whose message this module reads, and what it becomes.
@@ -130,13 +130,9 @@ def _read(data: Any, number: int, recipient: Recipient) -> Event | Dropped | Non
     command = parse_command(said, recipient.username) if said.startswith("/") else None
     mentions, mentions_bot = _ours(mentioned, said, recipient)
     addressed = command is not None or mentions_bot
-    if chat_type == "group" and recipient.answer_groups == "addressed" and not addressed:
-        reason = (
-            "command for another bot"
-            if said.startswith("/") and parse_command(said) is not None
-            else "group message not addressed to the bot"
-        )
-        return Dropped("telegram.ignored", reason)
+    ignored = unaddressed(chat_type, said, addressed, recipient)
+    if ignored is not None:
+        return ignored
     is_command = kind is Kind.MESSAGE and command is not None
     thread_id = thread if topic else None
     when = (edited if kind is Kind.EDIT else None) or posted

@@ -1,5 +1,6 @@
 """What both readers of an update share (:mod:`.normalize` through PTB, :mod:`.plain`
-from the dict): who the bot is, and how Telegram's chat types map to Tether's.
+from the dict): who the bot is, how Telegram's chat types map to Tether's, and which
+group messages are not for the bot.
 
 Its own module so that the two readers import it rather than each other.
 """
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tether.events import ChatType
+from tether.adapters.kit import Dropped
+from tether.events import ChatType, parse_command
 
 PLATFORM = "telegram"
 CHAT_TYPES: dict[str, ChatType] = {
@@ -32,3 +34,18 @@ class Recipient:
     username: str | None = None
     answer_groups: str = "addressed"  # or "all"
     ignore_bots: bool = True
+
+
+def unaddressed(
+    chat_type: ChatType, said: str, addressed: bool, recipient: Recipient
+) -> Dropped | None:
+    """Why a group message is not for this bot, or None when it is: in a group the bot
+    answers only commands, mentions and replies to it, unless ``answer_groups: all``."""
+    if chat_type != "group" or recipient.answer_groups != "addressed" or addressed:
+        return None
+    reason = (
+        "command for another bot"
+        if said.startswith("/") and parse_command(said) is not None
+        else "group message not addressed to the bot"
+    )
+    return Dropped("telegram.ignored", reason)
