@@ -26,6 +26,7 @@ from tests.fakes.feishu_api import ENCRYPT_KEY as FEISHU_ENCRYPT_KEY
 from tests.fakes.feishu_api import VERIFICATION_TOKEN as FEISHU_VERIFICATION_TOKEN
 from tests.fakes.openai_api import API_KEY as OPENAI_API_KEY
 from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
+from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
 from tether.gateway import logs
@@ -216,3 +217,14 @@ def pg_dsn(pg_server: str) -> Iterator[str]:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return make_settings(tmp_path)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    """A fake Bot API on 127.0.0.1, for the test. A module testing another platform's fake
+    (Discord, Feishu, OpenAI) defines its own ``fake``, which pytest prefers to this one."""
+    server = await FakeTelegram().start()
+    try:
+        yield server
+    finally:
+        await server.stop()

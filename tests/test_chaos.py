@@ -13,26 +13,15 @@ import asyncio
 import json
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-import pytest
 
 from tests.fakes.cluster import Cluster, Instance
 from tests.fakes.telegram_api import FakeTelegram
 
 CHATS = 50
 PER_CHAT = 40
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    server = await FakeTelegram().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def test_three_instances_one_killed_every_update_once_in_order(

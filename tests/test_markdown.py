@@ -42,15 +42,6 @@ def total(xs: list[int]) -> int:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    server = await FakeTelegram().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
 async def adapter(tmp_path: Path, fake: FakeTelegram) -> AsyncIterator[TelegramAdapter]:
     telegram = {"token": fake.token, "base_url": fake.base_url, "rate_limits": False}
     settings = make_settings(tmp_path, platforms={"telegram": telegram})

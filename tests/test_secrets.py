@@ -10,7 +10,7 @@ import re
 import signal
 import sqlite3
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,15 +26,6 @@ from tether.config import ConfigError, load_text
 from tether.gateway import logs
 from tether.gateway.cli import main
 from tether.gateway.logs import Redactor
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    server = await FakeTelegram().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 @dataclass

@@ -58,15 +58,6 @@ WEBHOOK_PATH = "/telegram/webhook"
 # -- fixtures and helpers ----------------------------------------------------------------
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    server = await FakeTelegram().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
 def telegram_settings(
     tmp_path: Path, fake: FakeTelegram, *, http: bool = False, **telegram: Any
 ) -> Settings:

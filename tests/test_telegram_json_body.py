@@ -34,15 +34,6 @@ FORM = "application/x-www-form-urlencoded"
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    server = await FakeTelegram().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
 async def bot(fake: FakeTelegram) -> AsyncIterator[BotClient]:
     client = BotClient(
         fake.token,

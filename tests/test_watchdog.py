@@ -67,14 +67,6 @@ def _router() -> Router:
     return root
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    """The fake Bot API on a free loopback port, stopped after the test."""
-    server = await FakeTelegram().start()
-    yield server
-    await server.stop()
-
-
 def _sections(fake: FakeTelegram, deliver: str, **watchdog: float) -> dict[str, Any]:
     """Telegram on the fake, the HTTP server, and quick watchdog rounds with ``watchdog``."""
     telegram = {
