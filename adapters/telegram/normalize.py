@@ -25,12 +25,17 @@ from tether.adapters.telegram.content import (
     OTHER_CONTENT,
     describe,
     forwarded_from,
-    mentioned_by_name,
     name_of,
     with_legacy_defaults,
 )
 from tether.adapters.telegram.plain import read_plain
-from tether.adapters.telegram.recipient import CHAT_TYPES, PLATFORM, Recipient, unaddressed
+from tether.adapters.telegram.recipient import (
+    CHAT_TYPES,
+    PLATFORM,
+    Recipient,
+    read_mentions,
+    unaddressed,
+)
 from tether.events import (
     Attachment,
     Conversation,
@@ -188,21 +193,16 @@ def _mentions(message: Message, said: str, recipient: Recipient) -> tuple[list[s
         found = message.parse_caption_entities(types)
     else:
         return [], False
-    mentions: list[str] = []
-    ours = False
-    me = (recipient.username or "").lower()
-    for entity, value in found.items():
-        if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None:
-            mentions.append(str(entity.user.id))
-            ours = ours or entity.user.id == recipient.bot_id
-        else:
-            name = value.lstrip("@")
-            mentions.append(name)
-            ours = ours or (bool(me) and name.lower() == me)
-    typed = None if ours else mentioned_by_name(said, recipient.username)
-    if typed is not None:
-        mentions.append(typed)
-    return mentions, ours or typed is not None
+    return read_mentions(
+        (
+            entity.user.id
+            if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None
+            else value
+            for entity, value in found.items()
+        ),
+        said,
+        recipient,
+    )
 
 
 def _sender(message: Message) -> Sender | None:

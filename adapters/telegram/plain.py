@@ -25,8 +25,14 @@ from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
 from tether.adapters.kit import Dropped
-from tether.adapters.telegram.content import mentioned_by_name, name_of
-from tether.adapters.telegram.recipient import CHAT_TYPES, PLATFORM, Recipient, unaddressed
+from tether.adapters.telegram.content import name_of
+from tether.adapters.telegram.recipient import (
+    CHAT_TYPES,
+    PLATFORM,
+    Recipient,
+    read_mentions,
+    unaddressed,
+)
 from tether.events import ChatType, Conversation, Event, Kind, Sender, parse_command
 
 #: The update fields whose message this module reads, and what it becomes.
@@ -128,7 +134,7 @@ def _read(data: Any, number: int, recipient: Recipient) -> Event | Dropped | Non
         return Dropped("telegram.ignored", "from a bot")
     chat_type: ChatType = CHAT_TYPES.get(chat["type"], "group")
     command = parse_command(said, recipient.username) if said.startswith("/") else None
-    mentions, mentions_bot = _ours(mentioned, said, recipient)
+    mentions, mentions_bot = read_mentions(mentioned, said, recipient)
     addressed = command is not None or mentions_bot
     ignored = unaddressed(chat_type, said, addressed, recipient)
     if ignored is not None:
@@ -197,19 +203,3 @@ def _mentions(entities: Any, said: str) -> list[str] | None:
             seen.add((offset, length))
             found.append(said[offset : offset + length])
     return found
-
-
-def _ours(found: list[str], said: str, recipient: Recipient) -> tuple[list[str], bool]:
-    """normalize._mentions on the sliced mention texts: names without the @, and whether
-    one is us (a ``@us`` typed without an entity too)."""
-    mentions: list[str] = []
-    ours = False
-    me = (recipient.username or "").lower()
-    for value in found:
-        name = value.lstrip("@")
-        mentions.append(name)
-        ours = ours or (bool(me) and name.lower() == me)
-    typed = None if ours else mentioned_by_name(said, recipient.username)
-    if typed is not None:
-        mentions.append(typed)
-    return mentions, ours or typed is not None

@@ -1,15 +1,17 @@
 """What both readers of an update share (:mod:`.normalize` through PTB, :mod:`.plain`
 from the dict): who the bot is, how Telegram's chat types map to Tether's, and which
-group messages are not for the bot.
+group messages are not for the bot, and who a message mentions.
 
 Its own module so that the two readers import it rather than each other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tether.adapters.kit import Dropped
+from tether.adapters.telegram.content import mentioned_by_name
 from tether.events import ChatType, parse_command
 
 PLATFORM = "telegram"
@@ -49,3 +51,26 @@ def unaddressed(
         else "group message not addressed to the bot"
     )
     return Dropped("telegram.ignored", reason)
+
+
+def read_mentions(
+    found: Iterable[str | int], said: str, recipient: Recipient
+) -> tuple[list[str], bool]:
+    """Who a message mentions, in entity order, and whether one is us: an ``int`` is a
+    text mention's user id, a ``str`` an ``@username`` mention's text (kept without the
+    @). A ``@us`` typed without a mention entity counts too (iOS formatted text)."""
+    names: list[str] = []
+    ours = False
+    me = (recipient.username or "").lower()
+    for item in found:
+        if isinstance(item, int):
+            names.append(str(item))
+            ours = ours or item == recipient.bot_id
+        else:
+            name = item.lstrip("@")
+            names.append(name)
+            ours = ours or (bool(me) and name.lower() == me)
+    typed = None if ours else mentioned_by_name(said, recipient.username)
+    if typed is not None:
+        names.append(typed)
+    return names, ours or typed is not None
