@@ -219,12 +219,26 @@ def settings(tmp_path: Path) -> Settings:
     return make_settings(tmp_path)
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    """A fake Bot API on 127.0.0.1, for the test. A module testing another platform's fake
-    (Discord, Feishu, OpenAI) defines its own ``fake``, which pytest prefers to this one."""
+@asynccontextmanager
+async def bot_api() -> AsyncIterator[FakeTelegram]:
+    """A fake Bot API on 127.0.0.1, stopped when the block ends."""
     server = await FakeTelegram().start()
     try:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    """A fake Bot API for the test. A module testing another platform's fake (Discord,
+    Feishu, OpenAI) defines its own ``fake``, which pytest prefers to this one."""
+    async with bot_api() as server:
+        yield server
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    """A fake Bot API, by the name modules that test several platforms at once use."""
+    async with bot_api() as server:
+        yield server

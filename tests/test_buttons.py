@@ -216,15 +216,6 @@ def test_the_llm_agent_never_takes_a_press(tmp_path: Path) -> None:
 TG_SECRET = "buttons-webhook_secret"
 
 
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = await FakeTelegram().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
 def telegram_settings(tmp_path: Path, fake: FakeTelegram) -> Settings:
     section = {
         "token": fake.token,

@@ -22,7 +22,6 @@ from tests.fakes.telegram_api import BOT_ID, FakeTelegram
 from tests.test_store_contract import event as contract_event
 from tests.test_store_contract import store  # noqa: F401  (a fixture)
 from tests.test_telegram import SECRET, post_update
-from tests.test_telegram import fake as telegram  # noqa: F401  (a fixture)
 from tests.test_telegram import running as running_telegram
 from tether import Context, Fatal, Retryable, Router
 from tether.config.schema import PipelineConfig
@@ -48,7 +47,7 @@ async def model() -> Any:
 
 async def test_an_unreachable_model_ends_in_one_notice_after_the_last_attempt(
     tmp_path: Path,
-    telegram: FakeTelegram,  # noqa: F811  (the fixture imported above)
+    telegram: FakeTelegram,
     model: FakeOpenAI,
 ) -> None:
     hook = {"url": "https://bot.example.com/telegram/webhook", "secret_token": SECRET}

@@ -103,15 +103,6 @@ def observed() -> Iterator[Observed]:
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = await FakeTelegram().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
 def feishu() -> Iterator[FakeFeishu]:
     server = FakeFeishu().start()
     try:

@@ -23,7 +23,6 @@ from tests.test_feishu import fake as feishu  # noqa: F401  (a fixture)
 from tests.test_feishu import feishu_section, post_event
 from tests.test_feishu import running as running_feishu
 from tests.test_telegram import SECRET, post_update
-from tests.test_telegram import fake as telegram  # noqa: F401  (a fixture)
 from tests.test_telegram import running as running_telegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config.schema import RateLimitConfig
@@ -74,7 +73,7 @@ async def test_feishu_pushing_every_message_three_times_throttles_nobody(
 
 async def test_telegram_retrying_every_update_three_times_throttles_nobody(
     tmp_path: Path,
-    telegram: FakeTelegram,  # noqa: F811  (the fixture imported above)
+    telegram: FakeTelegram,
 ) -> None:
     hook = {"url": "https://bot.example.com/telegram/webhook", "secret_token": SECRET}
     section = {

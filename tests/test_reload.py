@@ -97,15 +97,6 @@ def test_tether_check_masks_a_value_read_from_a_file(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = await FakeTelegram().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
 async def openai() -> AsyncIterator[FakeOpenAI]:
     server = FakeOpenAI(reply=lambda body: "answer to " + body["messages"][-1]["content"])
     await server.start()

@@ -59,15 +59,6 @@ SHOWN = readable(ANSWER)
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    server = await FakeTelegram().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@pytest.fixture
 async def model() -> AsyncIterator[FakeOpenAI]:
     server = FakeOpenAI(reply=lambda body: ANSWER)
     await server.start()
