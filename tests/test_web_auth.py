@@ -164,6 +164,40 @@ async def test_a_session_cookie_is_httponly_strict_and_tamper_proof(tmp_path: Pa
             assert response.status == 401
 
 
+@pytest.mark.parametrize(
+    ("headers", "secure"),
+    [
+        ({}, False),
+        ({"X-Forwarded-Proto": "https"}, True),
+        ({"X-Forwarded-Proto": "https, http"}, True),
+        ({"X-Forwarded-Proto": "http"}, False),
+        ({"Forwarded": "for=192.0.2.1;proto=https"}, True),
+        ({"Forwarded": "proto=http"}, False),
+    ],
+)
+async def test_cookies_are_secure_when_a_proxy_says_the_browser_used_https(
+    tmp_path: Path, headers: dict[str, str], secure: bool
+) -> None:
+    """Behind a reverse proxy that terminates TLS the gateway sees plain HTTP; its
+    cookies must still be HTTPS-only when the proxy says the browser used HTTPS."""
+    async with console(ui_settings(tmp_path)) as (_gateway, base), client() as session:
+        async with session.get(f"{base}/ui/login", headers=headers) as r:
+            nonce_cookie = SimpleCookie(r.headers["Set-Cookie"])["tether_ui_login"]
+            found = re.search(r'name="csrf" value="([^"]+)"', await r.text())
+        assert found
+        form = {"password": TOKEN, "csrf": found[1]}
+        # What the browser sends back over HTTPS (this client, on plain HTTP, would not
+        # send a Secure cookie).
+        sent = {**headers, "Cookie": f"tether_ui_login={nonce_cookie.value}"}
+        async with session.post(
+            f"{base}/ui/login", data=form, headers=sent, allow_redirects=False
+        ) as r:
+            assert r.status == 302
+            cookie = SimpleCookie(r.headers["Set-Cookie"])["tether_ui"]
+    assert bool(cookie["secure"]) is secure
+    assert bool(nonce_cookie["secure"]) is secure
+
+
 async def test_state_changes_need_the_csrf_token(tmp_path: Path) -> None:
     async with console(ui_settings(tmp_path)) as (_gateway, base), client() as session:
         csrf = await log_in(session, base)

@@ -25,7 +25,7 @@ from aiohttp import web
 from prometheus_client import Counter
 
 from tether.adapters.web import WebAdapter, WebChatError
-from tether.gateway.web.auth import COOKIE, LOGIN_COOKIE, SID, Auth, safe_next
+from tether.gateway.web.auth import COOKIE, LOGIN_COOKIE, SID, Auth, over_tls, safe_next
 from tether.gateway.web.host import ConsoleHost
 from tether.gateway.web.render import Renderer
 from tether.memory import tokens
@@ -76,7 +76,13 @@ class Actions:
             next=safe_next(request.query.get("next", "/ui")),
         )
         response.set_cookie(
-            LOGIN_COOKIE, nonce, path="/ui", httponly=True, samesite="Strict", max_age=3600
+            LOGIN_COOKIE,
+            nonce,
+            path="/ui",
+            httponly=True,
+            samesite="Strict",
+            max_age=3600,
+            secure=over_tls(request),
         )
         return response
 

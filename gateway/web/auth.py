@@ -4,7 +4,8 @@
   on purpose) or ``http.ui.token``; either one typed at ``/ui/login`` logs in.
 - **Session**: a random id and an expiry, signed (HMAC-SHA256) with a key derived from
   the credential, in an ``HttpOnly``, ``SameSite=Strict`` cookie scoped to ``/ui``
-  (``Secure`` when the request came over TLS). Signed rather than kept in a table, so a
+  (``Secure`` when the request came over TLS, here or at a reverse proxy: see
+  :func:`over_tls`). Signed rather than kept in a table, so a
   gateway restart does not log the operator out; changing the credential does. Logout
   revokes the id in this process until it would have expired anyway.
 - **CSRF**: every request that changes state (any method but GET/HEAD) carries
@@ -50,6 +51,22 @@ SID = web.RequestKey("ui_sid", str)
 CSRF = web.RequestKey("ui_csrf", str)
 
 LOGINS = Counter("tether_console_logins_total", "Console logins by outcome", ["outcome"])
+
+
+def over_tls(request: web.Request) -> bool:
+    """Whether the browser reached us over HTTPS: directly, or through a reverse proxy
+    that terminates TLS and says so (``X-Forwarded-Proto: https``, or RFC 7239's
+    ``Forwarded: proto=https``, the first hop). Behind such a proxy the request reaching
+    the gateway is plain HTTP, and a cookie without ``Secure`` could later be sent over
+    plain HTTP. Trusting the header is safe for this one use: someone who forges it
+    only makes their own cookie HTTPS-only."""
+    if request.secure:
+        return True
+    forwarded = request.headers.get("X-Forwarded-Proto", "")
+    if forwarded.split(",")[0].strip().lower() == "https":
+        return True
+    hops = request.forwarded
+    return bool(hops) and str(hops[0].get("proto", "")).lower() == "https"
 
 
 class Auth:
@@ -147,7 +164,7 @@ class Auth:
             max_age=int(self.config.session_seconds),
             httponly=True,
             samesite="Strict",
-            secure=request.secure,
+            secure=over_tls(request),
         )
 
     # -- CSRF -------------------------------------------------------------------------
