@@ -125,15 +125,19 @@ class Router:
         *,
         idempotent: bool = False,
         name: str | None = None,
+        timeout: float | None = 60.0,
     ) -> Any:
         """Offer an async function to the model as a tool (``@router.tool`` or
-        ``@router.tool(idempotent=True, name=...)``); its schema comes from the signature
-        and docstring, a ``ctx: Context`` parameter gets the context. ``idempotent``
-        promises that running it again after a crash is harmless: see docs/tools.md."""
+        ``@router.tool(idempotent=True, name=..., timeout=...)``); its schema comes from
+        the signature and docstring, a ``ctx: Context`` parameter gets the context.
+        ``idempotent`` promises that running it again after a crash is harmless; a call
+        still running after ``timeout`` seconds (None: no limit of its own) is cancelled
+        and the model told it may or may not have happened: see docs/tools.md."""
         from tether.gateway.tools.python import python_tool
 
         def decorator(function: ToolFunction) -> ToolFunction:
-            self._tools.append(python_tool(function, name=name, idempotent=idempotent))
+            tool = python_tool(function, name=name, idempotent=idempotent, timeout=timeout)
+            self._tools.append(tool)
             return function
 
         return decorator(fn) if fn is not None else decorator

@@ -188,6 +188,57 @@ async def test_the_model_calls_a_tool_and_answers_with_its_result(
     assert turns == [("user", "what is 2+3?"), ("assistant", "It is 5.")]
 
 
+slow_router = Router("test-slow-tools")
+never = asyncio.Event()  # never set: the tool below hangs until it is cancelled
+
+
+@slow_router.tool(timeout=0.2)
+async def book(slot: str) -> str:
+    """Book a slot with a service that does not answer."""
+    await never.wait()
+    return f"booked {slot}"
+
+
+@slow_router.tool
+async def own_timeout() -> str:
+    """A tool whose own client gives up: its TimeoutError is its failure, not ours."""
+    raise TimeoutError("the service's client gave up")
+
+
+async def test_a_hung_tool_is_cancelled_at_its_timeout_and_the_model_hears_why(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    fake.reply = scripted(
+        asks_for(tool_call("book", {"slot": "9:00"}, id="b"), tool_call("own_timeout", {})),
+        "The booking service did not answer; I could not book 9:00.",
+    )
+    settings = settings_for(tmp_path, fake)
+    root = Router("test-root")
+    root.include(slow_router)
+    root.include(load_router(settings))
+    before = REGISTRY.get_sample_value(
+        "tether_tool_calls_total", {"tool": "book", "outcome": "timeout"}
+    )
+    with structlog.testing.capture_logs() as logs:
+        async with running(settings, root) as (gateway, loop):
+            await loop.say("book 9:00")
+            sent = await loop.wait_for_sent(1)
+            await gateway.drain()
+    assert sent[0].message.text.startswith("The booking service did not answer")
+    booked, own = (m["content"] for m in fake.requests[1].tool_results)
+    assert booked.startswith("error: book did not finish within 0.2s and was cancelled")
+    assert "may or may not have done its work" in booked
+    assert own == "error: the tool raised TimeoutError: the service's client gave up"
+    (timeout,) = events_named(logs, "tool.timeout")
+    assert timeout["tool"] == "book" and timeout["step"] == "tool:0:0"
+    after = REGISTRY.get_sample_value(
+        "tether_tool_calls_total", {"tool": "book", "outcome": "timeout"}
+    )
+    assert (after or 0) - (before or 0) == 1
+    (stored,) = db_rows(tmp_path, "SELECT result FROM steps WHERE name = 'tool:0:0'")
+    assert json.loads(stored[0])["outcome"] == "timeout"
+
+
 async def test_invalid_arguments_go_back_to_the_model(tmp_path: Path, fake: FakeOpenAI) -> None:
     fake.reply = scripted(
         asks_for(

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import BudgetExceeded
 from tether.events import OutMessage
 from tether.gateway import metrics
-from tether.gateway.tools.spec import Tool, ToolError
+from tether.gateway.tools.spec import Tool, ToolError, ToolTimeout
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context
@@ -114,7 +114,7 @@ def _same(raw: str | None, identity: Mapping[str, str]) -> dict[str, Any] | None
 async def _run(
     ctx: Context, tool: Tool | None, name: str, raw: Any, resumed: bool, log: Any
 ) -> tuple[str, str]:
-    """``(outcome, text)`` of one call: ``done``, ``failed`` or ``unknown``."""
+    """``(outcome, text)`` of one call: ``done``, ``failed``, ``timeout`` or ``unknown``."""
     if tool is None:
         return "failed", f"error: there is no tool named {name!r}"
     try:
@@ -128,6 +128,8 @@ async def _run(
         return "done", await tool.run(ctx, arguments)
     except BudgetExceeded:
         raise
+    except ToolTimeout as exc:
+        return "timeout", f"error: {exc}"
     except ToolError as exc:
         return "failed", f"error: {exc}"
     except Exception as exc:

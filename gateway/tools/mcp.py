@@ -44,7 +44,7 @@ from prometheus_client import Gauge
 from tether.backoff import equal_jitter
 from tether.config.mcp import McpConfig, McpServerConfig
 from tether.gateway.context import Context
-from tether.gateway.tools.spec import Tool, ToolError
+from tether.gateway.tools.spec import Tool, ToolError, timed_out
 
 log = structlog.get_logger("tether.mcp")
 
@@ -268,10 +268,7 @@ class McpServer:
             async with asyncio.timeout(self.config.timeout):
                 result = await session.call_tool(name, arguments)
         except TimeoutError:
-            raise ToolError(
-                f"timed out after {self.config.timeout:g}s (MCP server {self.name!r});"
-                " it may or may not have done its work"
-            ) from None
+            raise timed_out(self.config.timeout, f"MCP server {self.name!r}") from None
         except MCPError as exc:
             if exc.error.code == mcp_types.CONNECTION_CLOSED:
                 self._broken.set()

@@ -14,6 +14,7 @@ it can correct itself on its next round.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from tether.gateway.tools.spec import Tool, ToolError
+from tether.gateway.tools.spec import Tool, ToolError, timed_out
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context
@@ -37,8 +38,21 @@ _SECTION = re.compile(
 )
 
 
-def python_tool(fn: ToolFunction, *, name: str | None = None, idempotent: bool = False) -> Tool:
-    """The :class:`Tool` that calls ``fn`` with validated arguments.
+#: How long one call of a Python tool may run before it is cancelled (``@router.tool``'s
+#: ``timeout``): long enough for a slow web request, short of ``pipeline.handler_timeout``
+#: (300 s by default), so that the model hears of a hung tool while the turn goes on.
+DEFAULT_TIMEOUT = 60.0
+
+
+def python_tool(
+    fn: ToolFunction,
+    *,
+    name: str | None = None,
+    idempotent: bool = False,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> Tool:
+    """The :class:`Tool` that calls ``fn`` with validated arguments, cancelled after
+    ``timeout`` seconds (None: bounded only by the turn's ``pipeline.handler_timeout``).
 
     Raises TypeError at registration for what can never work: a function that is not
     async, ``*args``/``**kwargs``, or a parameter without an annotation.
@@ -85,7 +99,15 @@ def python_tool(fn: ToolFunction, *, name: str | None = None, idempotent: bool =
         kwargs = {field: getattr(values, field) for field in fields}
         if context_param is not None:
             kwargs[context_param] = ctx
-        return result_text(await fn(**kwargs))
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                value = await fn(**kwargs)
+        except TimeoutError:
+            if deadline.expired():  # ours, not a TimeoutError the tool let out
+                raise timed_out(timeout or 0.0, tool_name) from None
+            raise
+        return result_text(value)
 
     return Tool(
         name=tool_name,

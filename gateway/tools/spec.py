@@ -29,6 +29,19 @@ class ToolError(Exception):
     person."""
 
 
+class ToolTimeout(ToolError):
+    """The call did not finish within its timeout and was cancelled. Whether its effect
+    happened is unknown (it may have been cut off after doing its work), and the model is
+    told so, in the words of :func:`timed_out`."""
+
+
+def timed_out(seconds: float, what: str = "the tool") -> ToolTimeout:
+    return ToolTimeout(
+        f"{what} did not finish within {seconds:g}s and was cancelled; it may or may not"
+        " have done its work: check before trying again, or tell the person"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Tool:
     """One callable tool, as the model sees it and as the loop runs it.
