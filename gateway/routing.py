@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tether.events import Event, Kind
+from tether.gateway.tools.spec import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context
@@ -125,7 +126,7 @@ class Router:
         *,
         idempotent: bool = False,
         name: str | None = None,
-        timeout: float | None = 60.0,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> Any:
         """Offer an async function to the model as a tool (``@router.tool`` or
         ``@router.tool(idempotent=True, name=..., timeout=...)``); its schema comes from

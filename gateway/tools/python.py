@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from tether.gateway.tools.spec import Tool, ToolError, timed_out
+from tether.gateway.tools.spec import DEFAULT_TIMEOUT, Tool, ToolError, timed_out
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context
@@ -36,12 +36,6 @@ _ARG_LINE = re.compile(r"^\s{2,}(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SECTION = re.compile(
     r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Example|Examples):\s*$"
 )
-
-
-#: How long one call of a Python tool may run before it is cancelled (``@router.tool``'s
-#: ``timeout``): long enough for a slow web request, short of ``pipeline.handler_timeout``
-#: (300 s by default), so that the model hears of a hung tool while the turn goes on.
-DEFAULT_TIMEOUT = 60.0
 
 
 def python_tool(

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 #: What OpenAI-compatible APIs accept as a function name.
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
+#: How long one call of a Python tool may run before it is cancelled (``@router.tool``'s
+#: ``timeout``): long enough for a slow web request, short of ``pipeline.handler_timeout``
+#: (300 s by default), so that the model hears of a hung tool while the turn goes on.
+DEFAULT_TIMEOUT = 60.0
+
 #: ``run(ctx, arguments)`` → the result the model reads (text; JSON for structured data).
 ToolRun = Callable[["Context", dict[str, Any]], Awaitable[str]]
 
