@@ -13,7 +13,10 @@ carry tokens, so they are masked in ``tether check`` and scrubbed from every log
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
+import shutil
+from pathlib import Path
 from typing import Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -69,6 +72,29 @@ class McpServerConfig(Section):
         if self.url is None and self.headers:
             raise ValueError("headers are for a url; a command takes env")
         return self
+
+
+def missing_program(server: McpServerConfig) -> str | None:
+    """Why a stdio server's program cannot be started here, or None (also for an HTTP
+    server): a path that is not an executable file (relative to ``cwd`` when given), or
+    a name not on the ``PATH`` the server gets (its ``env``'s, else the gateway's).
+
+    ``tether check`` asks, not loading the config: a file is valid on a machine where the
+    program is installed later, and a running gateway retries a server that fails to
+    start. Asked at check time it turns a silent restart loop into one line."""
+    if server.command is None:
+        return None
+    program = server.command[0]
+    if os.sep in program:
+        path = Path(server.cwd or ".") / program
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            return f"{program!r} is not an executable file"
+        return None
+    env_path = server.env.get("PATH")
+    search = env_path.get_secret_value() if env_path else os.environ.get("PATH", os.defpath)
+    if shutil.which(program, path=search) is None:
+        return f"{program!r} is not on the PATH"
+    return None
 
 
 class McpToolFilter(Section):

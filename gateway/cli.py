@@ -20,6 +20,7 @@ from typing import TextIO
 import yaml
 
 from tether.config import ConfigError, Settings, load
+from tether.config.mcp import missing_program
 from tether.errors import GatewayError
 from tether.gateway import logs, plugin_path, runtime
 from tether.gateway.access import RESERVED
@@ -204,6 +205,10 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
         check_targets(load_jobs(settings), adapters)  # handlers import, targets are enabled
     except JobError as exc:
         raise GatewayError(str(exc)) from None
+    for name, server in settings.mcp.servers.items():
+        problem = missing_program(server)
+        if problem:
+            raise GatewayError(f"mcp.servers.{name}.command: {problem}")
     # scrubbed too: a value read from a ${file:...} is a secret in any key
     print(logs.redactor.scrub(yaml.safe_dump(settings.masked(), sort_keys=False)), end="")
     print(f"config ok ({_sources(settings, args.config)})", file=sys.stderr)

@@ -11,10 +11,12 @@ from typing import Any, cast
 
 import pytest
 import structlog
+import yaml
 from pydantic import ValidationError
 
 from tether.config.mcp import McpConfig
 from tether.config.schema import Settings
+from tether.gateway.cli import main
 from tether.gateway.context import Context
 from tether.gateway.tools.mcp import McpTools, tool_name
 from tether.gateway.tools.spec import Tool, ToolError
@@ -188,6 +190,49 @@ def test_invalid_config_names_the_key_path(servers: Any, path: str, says: str) -
     locations = [".".join(str(part) for part in error["loc"]) for error in caught.value.errors()]
     assert any(location.startswith(path) for location in locations), locations
     assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("server", "says"),
+    [
+        (
+            {"command": ["no-such-mcp-server-x", "--stdio"]},
+            "'no-such-mcp-server-x' is not on the PATH",
+        ),
+        ({"command": ["./missing.py"]}, "'./missing.py' is not an executable file"),
+        (
+            {"command": ["python3"], "env": {"PATH": "/nonexistent"}},
+            "'python3' is not on the PATH",
+        ),
+    ],
+)
+def test_tether_check_names_a_server_program_that_is_not_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], server: dict[str, Any], says: str
+) -> None:
+    """A program that is missing would only show as a server restarted over and over:
+    ``tether check`` says so in one line naming the key."""
+    path = tmp_path / "tether.yaml"
+    path.write_text(yaml.safe_dump({"mcp": {"servers": {"git": server}}}))
+    assert main(["check", "-c", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"mcp.servers.git.command: {says}" in err
+    assert "Traceback" not in err
+
+
+def test_tether_check_accepts_a_server_program_that_is_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "server.py"
+    script.write_text("")
+    script.chmod(0o755)
+    servers = {
+        "on_path": {"command": [Path(sys.executable).name, "-m", "x"]},
+        "by_path": {"command": ["./server.py"], "cwd": str(tmp_path)},
+        "http": {"url": "http://127.0.0.1:9/mcp"},
+    }
+    path = tmp_path / "tether.yaml"
+    path.write_text(yaml.safe_dump({"mcp": {"servers": servers}}))
+    assert main(["check", "-c", str(path)]) == 0, capsys.readouterr().err
 
 
 def test_an_agents_mcp_tools_filter_names_its_key_path() -> None:
