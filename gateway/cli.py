@@ -303,6 +303,7 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
         **{s: outbox.get(s, 0) for s in ("sent", "unknown", "dead")},
     }
     keys = await asyncio.to_thread(live_keys, settings)
+    agents = agents_report(settings, await store.spend_by_conversation(today))
     if as_json:
         report = {
             "events": events,
@@ -312,7 +313,7 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
                 for platform, seen in activity.items()
             },
             "cron": cron,
-            "agents": agents_report(settings),
+            "agents": agents,
             "spend_today": spend,
             "llm_keys": keys,
             "alerts": [
@@ -328,7 +329,7 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
         received = _when(seen["received"]) if "received" in seen else "-"
         sent = _when(seen["sent"]) if "sent" in seen else "-"
         print(f"{platform:<12} {received:<22} {sent}")
-    for line in agent_lines(settings):
+    for line in agent_lines(agents):
         print(line)
     for entry in cron[:10]:
         print(f"next fire  {entry['job']:<24} {entry['next_fire']}")

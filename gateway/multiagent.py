@@ -327,22 +327,37 @@ def _agent_router(name: str, spec: AgentSpec, router: Router) -> Router:
 # -- tether status -----------------------------------------------------------------------
 
 
-def agents_report(settings: Settings) -> list[dict[str, Any]]:
-    """Each agent with its accounts (the names ``tether status`` lists activity under)."""
-    return [
-        {
-            "name": spec.name,
-            "accounts": [account(platform, spec.name) for platform in spec.platforms.enabled()],
-            "handler": spec.handler,
-            "respond_to_agents": spec.respond_to_agents,
-        }
-        for spec in settings.agents
-    ]
+def agents_report(
+    settings: Settings, spend: Mapping[str, tuple[int, float]] | None = None
+) -> list[dict[str, Any]]:
+    """Each agent with its accounts (the names ``tether status`` lists activity under) and,
+    given the spend by conversation (``store.spend_by_conversation``), what its
+    conversations spent: a conversation's platform names the account, and so the agent."""
+    spent: dict[str, tuple[int, float]] = {}
+    for conversation, (tokens, cost) in (spend or {}).items():
+        agent = split_account(conversation.split(":", 1)[0])[1]
+        if agent is not None:
+            before = spent.get(agent, (0, 0.0))
+            spent[agent] = (before[0] + tokens, before[1] + cost)
+    report = []
+    for spec in settings.agents:
+        tokens, cost = spent.get(spec.name, (0, 0.0))
+        report.append(
+            {
+                "name": spec.name,
+                "accounts": [account(p, spec.name) for p in spec.platforms.enabled()],
+                "handler": spec.handler,
+                "respond_to_agents": spec.respond_to_agents,
+                "spend": {"tokens": tokens, "cost": round(cost, 6)},
+            }
+        )
+    return report
 
 
-def agent_lines(settings: Settings) -> list[str]:
+def agent_lines(report: list[dict[str, Any]]) -> list[str]:
     return [
         f"agent      {a['name']:<16} {' '.join(a['accounts']) or '(no accounts)'}"
         f"  respond_to_agents={a['respond_to_agents']}"
-        for a in agents_report(settings)
+        f"  today {a['spend']['tokens']:,} tokens, ${a['spend']['cost']:.4f}"
+        for a in report
     ]

@@ -81,12 +81,19 @@ class OpsTables:
         return out
 
     async def spend(self, since: str) -> dict[str, tuple[int, float]]:
+        return self._spend(since, by_model=True)
+
+    async def spend_by_conversation(self, since: str) -> dict[str, tuple[int, float]]:
+        return self._spend(since, by_model=False)
+
+    def _spend(self, since: str, *, by_model: bool) -> dict[str, tuple[int, float]]:
         self._check()
         out: dict[str, tuple[int, float]] = {}
-        for (_conv, day, model), row in sorted(self._usage.items()):
+        for (conv, day, model), row in sorted(self._usage.items()):
             if day >= since:
-                tokens, cost = out.get(model, (0, 0.0))
-                out[model] = (tokens + row.tokens, cost + row.cost)
+                key = model if by_model else conv
+                tokens, cost = out.get(key, (0, 0.0))
+                out[key] = (tokens + row.tokens, cost + row.cost)
         return out
 
     async def dead_letters(self) -> list[DeadLetter]:

@@ -333,6 +333,11 @@ class ReportStore(Protocol):
         """LLM spend of every conversation from UTC day ``since`` on: model → (tokens, cost)."""
 
     @abc.abstractmethod
+    async def spend_by_conversation(self, since: str) -> dict[str, tuple[int, float]]:
+        """The same spend by conversation (its key) → (tokens, cost): what ``tether
+        status`` adds up per agent."""
+
+    @abc.abstractmethod
     async def activity(self) -> dict[str, dict[str, float]]:
         """Per platform: ``{"received": last inbound time, "sent": last delivery time}``."""
 

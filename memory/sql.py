@@ -267,6 +267,10 @@ SPEND = (
     "SELECT model, sum(prompt_tokens + completion_tokens), sum(cost) FROM usage"
     " WHERE day >= ? GROUP BY model ORDER BY model"
 )
+SPEND_BY_CONVERSATION = (
+    "SELECT conversation, sum(prompt_tokens + completion_tokens), sum(cost) FROM usage"
+    " WHERE day >= ? GROUP BY conversation ORDER BY conversation"
+)
 LAST_SENT = "SELECT platform, max(updated) FROM outbox WHERE status = 'sent' GROUP BY platform"
 
 

@@ -259,6 +259,10 @@ class SqlStore(SqlReminders, SqlBlobs, ConsoleSql, Store):
         rows = await self._rows(sql.SPEND, (since,))
         return {str(model): (int(tokens), float(cost)) for model, tokens, cost in rows}
 
+    async def spend_by_conversation(self, since: str) -> dict[str, tuple[int, float]]:
+        rows = await self._rows(sql.SPEND_BY_CONVERSATION, (since,))
+        return {str(conv): (int(tokens), float(cost)) for conv, tokens, cost in rows}
+
     async def activity(self) -> dict[str, dict[str, float]]:
         received = await self._rows(self._last_received)
         sent = await self._rows(sql.LAST_SENT)

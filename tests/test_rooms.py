@@ -247,6 +247,10 @@ async def test_sigkill_mid_exchange_loses_and_duplicates_nothing(
     report = json.loads(out)
     assert [agent["name"] for agent in report["agents"]] == list(AGENTS)
     assert report["agents"][0]["accounts"] == ["telegram@alice"]
+    # what each agent's conversations spent today, adding up to the day's spend
+    per_agent = {agent["name"]: agent["spend"]["tokens"] for agent in report["agents"]}
+    assert all(per_agent[name] > 0 for name in AGENTS), per_agent
+    assert sum(per_agent.values()) == sum(m["tokens"] for m in report["spend_today"].values())
     assert {f"telegram@{agent}" for agent in AGENTS} <= set(report["platforms"])
 
 

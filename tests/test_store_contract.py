@@ -526,6 +526,10 @@ async def test_usage_is_summed_per_conversation_model_and_day_once_per_call(stor
     assert await store.spend("2030-01-02") == {"fast": (4, 0.0)}
     spent = await store.spend("2030-01-01")
     assert spent["big"] == (10, pytest.approx(1.0)) and spent["fast"][0] == 169
+    by_conversation = await store.spend_by_conversation("2030-01-01")
+    assert by_conversation["c1"][0] == 177 and by_conversation["c2"] == (2, 0.0)
+    assert by_conversation["c1"][1] == pytest.approx(1.75)
+    assert await store.spend_by_conversation("2030-01-02") == {"c1": (2, 0.0), "c2": (2, 0.0)}
 
 
 async def test_recent_reads_the_newest_unsummarized_turns_within_the_budget(store: Store) -> None:
