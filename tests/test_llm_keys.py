@@ -258,7 +258,9 @@ async def test_a_failing_model_is_skipped_for_its_cooldown_then_probed(
 
 async def test_a_failed_probe_opens_the_breaker_again(tmp_path: Path, fake: FakeOpenAI) -> None:
     fake.fail(503, times=None, model="main-model")
-    llm = llm_section(fake, circuit_breaker={"failures": 1, "cooldown": 0.3})
+    # The turn after the failed probe must come before the breaker's next probe is due:
+    # a cooldown a loaded machine cannot outrun between two turns (0.3 s could).
+    llm = llm_section(fake, circuit_breaker={"failures": 1, "cooldown": 2.0})
     async with running(llm_settings(tmp_path, fake, llm)) as (_gateway, adapter):
         await turn(adapter, "opens it")
 
