@@ -3,6 +3,7 @@ tools Tether lists namespaced, calls with a timeout, and restarts when it dies."
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -24,7 +25,7 @@ from tether.gateway.tools.spec import Tool, ToolError
 SERVER = textwrap.dedent(
     '''
     import asyncio, os, sys
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
@@ -58,6 +59,16 @@ SERVER = textwrap.dedent(
     def die() -> str:
         """Ends the server process at once."""
         os._exit(3)
+
+    @server.tool()
+    async def unlock(ctx: Context) -> str:
+        """Adds the tool `secret` and tells the client its tools changed."""
+        def secret() -> str:
+            """The secret."""
+            return "42"
+        server.add_tool(secret)
+        await ctx.session.send_tool_list_changed()
+        return "unlocked"
 
     print("demo server up", file=sys.stderr, flush=True)
     server.run()
@@ -95,7 +106,14 @@ async def listed(source: McpTools) -> dict[str, Tool]:
 
 async def test_tools_are_listed_namespaced_and_called(tools: McpTools, tmp_path: Path) -> None:
     found = await listed(tools)
-    assert set(found) == {"demo__add", "demo__bump", "demo__fail", "demo__hang", "demo__die"}
+    assert set(found) == {
+        "demo__add",
+        "demo__bump",
+        "demo__fail",
+        "demo__hang",
+        "demo__die",
+        "demo__unlock",
+    }
     add = found["demo__add"]
     assert add.idempotent and not found["demo__bump"].idempotent
     assert add.source == "mcp:demo"
@@ -105,6 +123,20 @@ async def test_tools_are_listed_namespaced_and_called(tools: McpTools, tmp_path:
     assert await found["demo__bump"].run(CTX, {"by": 2}) == "bumped"
     assert (tmp_path / "counter").read_text() == "xx"
     assert tools.names() == list(found)
+
+
+async def test_a_server_that_changes_its_tools_has_them_listed_again(tools: McpTools) -> None:
+    """``notifications/tools/list_changed``: the next turn offers the new list."""
+    found = await listed(tools)
+    assert "demo__secret" not in found
+    server = tools.servers["demo"]
+    with structlog.testing.capture_logs() as logs:
+        assert await found["demo__unlock"].run(CTX, {}) == "unlocked"
+        async with asyncio.timeout(10), server.changed:
+            await server.changed.wait_for(lambda: any(t.name == "secret" for t in server.listed))
+    assert await (await listed(tools))["demo__secret"].run(CTX, {}) == "42"
+    (changed,) = [line for line in logs if line["event"] == "mcp.tools_changed"]
+    assert changed["server"] == "demo" and changed["tools"] == len(found) + 1
 
 
 async def test_tool_errors_and_bad_arguments_reach_the_model_as_tool_errors(
@@ -297,7 +329,7 @@ async def test_the_model_calls_an_mcp_tool_through_tether(
     assert not {"demo__die", "demo__hang"} & offered  # this agent's mcp_tools.deny
     assert fake.requests[-1].tool_results[0]["content"] == "5"
     started = [e for e in logs if e["event"] == "mcp.started"]
-    assert started and started[0]["server"] == "demo" and started[0]["tools"] == 5
+    assert started and started[0]["server"] == "demo" and started[0]["tools"] == 6
     done = [e for e in logs if e["event"] == "tool.done"]
     assert done and done[0]["tool"] == "demo__add"
 

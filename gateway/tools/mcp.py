@@ -16,8 +16,12 @@ the server's ``allow`` / ``deny`` patterns. A call waits at most the server's
 (``idempotentHint`` or ``readOnlyHint``): a server's other tools may have done their
 work when Tether died mid-call, so they are never re-run blindly.
 
+A server that changes its tools says so (``notifications/tools/list_changed``): they are
+listed again, and the next turn offers the new list (``mcp.tools_changed``).
+
 Logs: ``mcp.started`` (server, transport, tools), ``mcp.died`` (server, error,
-retry_in_s), ``mcp.restarted`` (server, attempt); the gauge ``tether_mcp_up{server}``.
+retry_in_s), ``mcp.restarted`` (server, attempt), ``mcp.tools_changed`` (server, tools);
+the gauge ``tether_mcp_up{server}``.
 Header and environment values are secrets: they are never logged.
 """
 
@@ -99,6 +103,8 @@ class McpServer:
         self.changed = asyncio.Condition()
         self._broken = asyncio.Event()
         self._stopping = asyncio.Event()
+        #: Set when the server said its tools changed: the watch lists them again.
+        self._relist = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -185,12 +191,21 @@ class McpServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), delay)
 
+    async def _on_message(self, message: object) -> None:
+        """The session's notification handler. It only marks the change: it runs inside
+        the session's receive path, where waiting on a request (the new listing) would
+        deadlock; :meth:`_watch` lists the tools again."""
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._relist.set()
+
     async def _watch(self, session: ClientSession) -> None:
-        """Until Tether stops, a call found the connection broken, or a ping failed."""
+        """Until Tether stops, a call found the connection broken, or a ping failed;
+        meanwhile a server that says its tools changed has them listed again."""
         while not self._stopping.is_set() and not self._broken.is_set():
             waiters = [
                 asyncio.ensure_future(self._stopping.wait()),
                 asyncio.ensure_future(self._broken.wait()),
+                asyncio.ensure_future(self._relist.wait()),
             ]
             try:
                 await asyncio.wait(
@@ -201,6 +216,14 @@ class McpServer:
                     waiter.cancel()
             if self._stopping.is_set() or self._broken.is_set():
                 return
+            if self._relist.is_set():
+                self._relist.clear()
+                async with asyncio.timeout(self.config.timeout):
+                    listing = await session.list_tools()  # raises when the server is gone
+                self.listed = list(listing.tools)
+                log.info("mcp.tools_changed", server=self.name, tools=len(self.listed))
+                await self._notify()
+                continue
             async with asyncio.timeout(self.config.timeout):
                 await session.send_ping()  # raises when the server is gone
 
@@ -222,7 +245,9 @@ class McpServer:
                 with os.fdopen(write_fd, "w") as errlog:
                     async with stdio_client(params, errlog=errlog) as (read, write):
                         errlog.close()  # the server has its own copy: EOF when it exits
-                        async with ClientSession(read, write) as session:
+                        async with ClientSession(
+                            read, write, message_handler=self._on_message
+                        ) as session:
                             yield session
             finally:
                 with contextlib.suppress(TimeoutError):
@@ -234,7 +259,7 @@ class McpServer:
         async with (
             create_mcp_http_client(headers=headers) as http,
             streamable_http_client(config.url, http_client=http) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, message_handler=self._on_message) as session,
         ):
             yield session
 
