@@ -35,32 +35,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.procs import descendants  # noqa: E402
 from tests.fakes.discord_api import FakeDiscord  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
 
 #: ``tether`` of the tree this file is in (PYTHONPATH below), not whatever is installed.
 TETHER = [sys.executable, "-m", "tether.gateway.cli"]
 TARGET_MB = 80
-
-
-def tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants (from /proc/*/stat's parent field)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo.extend(parents.get(current, []))
-    return found
 
 
 def memory_kb(pid: int) -> tuple[int, int]:
@@ -96,7 +77,7 @@ async def measure(name: str, config: dict[str, Any], tmp: Path, settle: float) -
         else:
             raise RuntimeError(f"{name}: no gateway.started in 60 s")
         await asyncio.sleep(settle)  # idle: nothing happens for this long
-        pids = tree(proc.pid)
+        pids = descendants([proc.pid])
         per = {pid: memory_kb(pid) for pid in pids}
         # One console turn, then idle again: an echo bot must stay small after traffic.
         assert proc.stdin is not None
@@ -109,7 +90,7 @@ async def measure(name: str, config: dict[str, Any], tmp: Path, settle: float) -
         else:
             raise RuntimeError(f"{name}: the console turn was not answered in 60 s")
         await asyncio.sleep(settle)
-        after = sum(memory_kb(pid)[0] for pid in tree(proc.pid))
+        after = sum(memory_kb(pid)[0] for pid in descendants([proc.pid]))
     finally:
         if proc.returncode is None:
             proc.terminate()

@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -49,42 +48,17 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.procs import descendants, processes
 from tests.fakes.cluster import Cluster
 from tests.fakes.telegram_api import FakeTelegram
 from tether.gateway import runtime
 
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _stats() -> dict[int, tuple[int, str, float]]:
-    """pid -> (parent pid, command name, CPU seconds) of every process on the machine."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue  # ended meanwhile
-        name = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text[text.rindex(")") + 2 :].split()
-        # fields[1] is the parent (stat field 4); utime and stime are fields 14 and 15
-        found[int(entry)] = (int(fields[1]), name, (int(fields[11]) + int(fields[12])) / TICKS)
-    return found
-
 
 def cpu_seconds(roots: list[int]) -> tuple[float, float]:
     """(CPU seconds of the process trees under ``roots``, of every postgres process)."""
-    stats = _stats()
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _name, _cpu) in stats.items():
-        children.setdefault(parent, []).append(pid)
-    ours, todo = 0.0, list(roots)
-    while todo:
-        pid = todo.pop()
-        ours += stats[pid][2] if pid in stats else 0.0
-        todo += children.get(pid, [])
-    postgres = sum(cpu for _parent, name, cpu in stats.values() if name == "postgres")
+    procs = processes()
+    ours = sum(procs[pid].cpu for pid in descendants(roots, procs) if pid in procs)
+    postgres = sum(proc.cpu for proc in procs.values() if proc.name == "postgres")
     return ours, postgres
 
 
