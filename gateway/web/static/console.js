@@ -103,13 +103,6 @@ function chat() {
   };
 
   const flush = async () => {
-    for (const preview of streaming) {
-      const item = document.createElement("li");
-      item.className = "agent streaming";
-      item.dataset.key = preview.key;
-      item.textContent = preview.text;
-      list.append(item);
-    }
     for (const message of pending()) {
       try { await send(message); } catch (_error) { return; }  // offline: keep it for later
     }
