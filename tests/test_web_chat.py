@@ -11,7 +11,9 @@ import os
 import re
 import socket
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,6 +21,9 @@ from tests.conftest import ROOT, db_rows, make_settings
 from tests.test_web_auth import TOKEN, client, log_in
 from tether.config import Settings
 from tether.gateway.app import Gateway, build_adapters
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
@@ -30,12 +35,33 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def chat_settings(tmp_path: Path, port: int = 0) -> Settings:
+def chat_settings(tmp_path: Path, port: int = 0, **sections: Any) -> Settings:
     return make_settings(
         tmp_path,
         http={"enabled": True, "port": port, "ui": {"enabled": True, "token": TOKEN}},
         platforms={"web": {"enabled": True}},
+        **sections,
     )
+
+
+@asynccontextmanager
+async def chat_page(base: str) -> AsyncIterator[Page]:
+    """Chromium on the web chat, logged in with the console's token."""
+    from playwright.async_api import async_playwright, expect
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            page = await browser.new_page()
+            await page.goto(f"{base}/ui/chat")
+            await page.fill("#password", TOKEN)
+            await page.click("#login")
+            await expect(page).to_have_url(f"{base}/ui/chat")
+            yield page
+        finally:
+            await browser.close()
 
 
 async def start(settings: Settings) -> Gateway:
@@ -96,22 +122,13 @@ async def test_a_message_is_accepted_once_per_id_and_its_answer_read_back(
 async def test_the_chat_answers_and_survives_a_reload_and_a_gateway_restart(
     tmp_path: Path,
 ) -> None:
-    from playwright.async_api import async_playwright, expect
+    from playwright.async_api import expect
 
     settings = chat_settings(tmp_path, free_port())
     base = f"http://127.0.0.1:{settings.http.port}"
     gateway = await start(settings)
     try:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
-            )
-            page = await browser.new_page()
-            await page.goto(f"{base}/ui/chat")
-            await page.fill("#password", TOKEN)
-            await page.click("#login")
-            await expect(page).to_have_url(f"{base}/ui/chat")
-
+        async with chat_page(base) as page:
             await page.fill("#chat-text", "hello web")
             await page.click("#chat-send")
             answers = page.locator("#chat li.agent")
@@ -152,7 +169,6 @@ async def test_the_chat_answers_and_survives_a_reload_and_a_gateway_restart(
             await expect(answers).to_have_text(["hello web", "are you there?"])
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             await page.screenshot(path=str(ARTIFACTS / "chat.png"), full_page=True)
-            await browser.close()
     finally:
         await gateway.stop()
     sent = db_rows(tmp_path, "SELECT key, status FROM outbox ORDER BY seq")
@@ -184,7 +200,7 @@ async def test_chat_api_without_the_web_platform_is_404(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no {CHROMIUM} (.ci/run installs it)")
 async def test_a_streamed_answer_shows_while_written_then_once_in_full(tmp_path: Path) -> None:
-    from playwright.async_api import async_playwright, expect
+    from playwright.async_api import expect
 
     from tests.fakes.openai_api import FakeOpenAI
     from tests.fakes.openai_stream import Pacing
@@ -194,24 +210,12 @@ async def test_a_streamed_answer_shows_while_written_then_once_in_full(tmp_path:
     model = FakeOpenAI(reply=lambda body: answer, pacing=pacing)
     await model.start()
     llm = model.section()
-    settings = make_settings(
-        tmp_path,
-        http={"enabled": True, "port": 0, "ui": {"enabled": True, "token": TOKEN}},
-        platforms={"web": {"enabled": True}},
-        llm=llm,
-    )
+    settings = chat_settings(tmp_path, llm=llm)
     gateway = await start(settings)
     try:
         assert gateway.http is not None
         base = f"http://127.0.0.1:{gateway.http.port}"
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
-            )
-            page = await browser.new_page()
-            await page.goto(f"{base}/ui/chat")
-            await page.fill("#password", TOKEN)
-            await page.click("#login")
+        async with chat_page(base) as page:
             await page.fill("#chat-text", "tell me a long story")
             await page.click("#chat-send")
             await pacing.held.wait()  # the model is mid-answer, and stays there
@@ -225,7 +229,6 @@ async def test_a_streamed_answer_shows_while_written_then_once_in_full(tmp_path:
             pacing.release()
             await expect(page.locator("#chat li.agent")).to_have_text([answer])
             await expect(page.locator("#chat li.streaming")).to_have_count(0)
-            await browser.close()
     finally:
         await gateway.stop()
         await model.close()
