@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tether.adapters.media import DownloadError
+from tether.errors import DownloadError, SendFatal
 from tether.events import Attachment, OutMessage, Target
 from tether.files import FileKind, Upload
 from tether.gateway.ratelimit import Limit
@@ -23,26 +23,6 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from tether.gateway.inbox import Inbox
-
-
-class SendError(Exception):
-    """Base of the errors :meth:`Adapter.send` raises."""
-
-
-class SendRetryable(SendError):
-    """Certainly not delivered (refused, rate-limited, connection failed): safe to retry."""
-
-    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class SendAmbiguous(SendError):
-    """May or may not have been delivered (a timeout after the request went out)."""
-
-
-class SendFatal(SendError):
-    """Will never succeed as it is (chat not found, bot blocked, message invalid)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.adapters.base import Adapter, SendError, Sent
+from tether.adapters.base import Adapter, Sent
+from tether.errors import SendError
 from tether.events import (
     ChatType,
     Conversation,

@@ -12,23 +12,11 @@ from __future__ import annotations
 
 import aiohttp
 
+from tether.errors import DownloadError, TooLarge
+
 #: Default cap of ``ctx.download``: the Bot API's own getFile limit.
 DEFAULT_MAX_DOWNLOAD = 20 * 1024 * 1024
 _CHUNK = 64 * 1024
-
-
-class DownloadError(Exception):
-    """A file could not be fetched (gone, refused, unreachable, not downloadable)."""
-
-
-class TooLarge(DownloadError):
-    """A file over the cap the caller gave."""
-
-    def __init__(self, size: int | None, cap: int) -> None:
-        shown = f"{size} bytes" if size is not None else "more"
-        super().__init__(f"the file is {shown}, over the download cap of {cap} bytes")
-        self.size = size
-        self.cap = cap
 
 
 def check_stated(size: int | None, cap: int) -> None:

@@ -9,7 +9,8 @@
 - ``credentials.py``  the secret parts of values that are not secrets whole (URLs, headers)
 """
 
-from tether.config.loader import ConfigError, load, load_text
+from tether.config.loader import load, load_text
 from tether.config.schema import Settings
+from tether.errors import ConfigError
 
 __all__ = ["ConfigError", "Settings", "load", "load_text"]

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from tether.config.credentials import secret_name, url_secrets
 from tether.config.document import YamlProblem, parse
 from tether.config.schema import Settings
+from tether.errors import ConfigError
 from tether.gateway.logs import Redactor, redactor
 
 # Values at these paths are never echoed back in an error: they may be secrets.
@@ -38,10 +39,6 @@ MAX_PROBLEMS = 20
 #: Longer values are shortened where an error shows what it got, and longer messages.
 _SHOWN = 80
 _LONGEST = 300
-
-
-class ConfigError(Exception):
-    """A config file that cannot be used; the message names the file and the key path."""
 
 
 def load(path: str | Path | None, env: Mapping[str, str] | None = None) -> Settings:

@@ -28,7 +28,7 @@ import structlog
 
 from tether.adapters.base import Adapter
 from tether.config.schema import Settings
-from tether.errors import GatewayError
+from tether.errors import GatewayError, JobError
 from tether.gateway import logs, metrics, systemd
 from tether.gateway.access import Access
 from tether.gateway.alerts import Alerts
@@ -50,7 +50,7 @@ from tether.memory import tokens
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store
 from tether.memory.stores import open_store
-from tether.scheduler.jobs import JobError, check_targets, load_jobs
+from tether.scheduler.jobs import check_targets, load_jobs
 from tether.scheduler.reminders import Reminders
 from tether.scheduler.routing import with_jobs
 from tether.scheduler.runner import Scheduler

@@ -19,9 +19,9 @@ from typing import TextIO
 
 import yaml
 
-from tether.config import ConfigError, Settings, load
+from tether.config import Settings, load
 from tether.config.mcp import missing_program
-from tether.errors import GatewayError
+from tether.errors import ConfigError, GatewayError, JobError
 from tether.gateway import logs, plugin_path, runtime
 from tether.gateway.access import RESERVED
 from tether.gateway.alerts import open_alerts
@@ -35,7 +35,7 @@ from tether.memory.roles import PairingStore, ReportStore
 from tether.memory.store import Store
 from tether.memory.stores import open_store, sqlite_path
 from tether.scheduler.cli import jobs_command
-from tether.scheduler.jobs import JobError, check_targets, load_jobs
+from tether.scheduler.jobs import check_targets, load_jobs
 
 EXIT_CONFIG = 2
 

@@ -16,8 +16,8 @@ from typing import Any, Literal, TypeVar
 
 import structlog
 
-from tether.adapters.media import DownloadError
-from tether.buttons import ButtonError, ButtonsSpec, keyboard
+from tether.buttons import ButtonsSpec, keyboard
+from tether.errors import ButtonError, DownloadError
 from tether.events import REPLY_META, Attachment, Event, OutMessage, Target
 from tether.gateway import media_store, metrics
 from tether.gateway.llm import LLM

@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from tether.config import ConfigError, load_text
+from tether.config import load_text
+from tether.errors import ConfigError
 
 PLATFORMS = ("console", "telegram", "discord", "feishu")
 LLM_PROVIDERS = ("openai",)

@@ -24,9 +24,9 @@ from typing import Any
 
 import structlog
 
-from tether.adapters.base import Adapter, SendFatal, SendRetryable, Sent
-from tether.adapters.media import DEFAULT_MAX_DOWNLOAD, DownloadError
-from tether.errors import Fatal
+from tether.adapters.base import Adapter, Sent
+from tether.adapters.media import DEFAULT_MAX_DOWNLOAD
+from tether.errors import DownloadError, Fatal, SendFatal, SendRetryable
 from tether.events import Attachment, Event, OutMessage
 from tether.files import OutFile, Upload
 from tether.gateway import metrics

@@ -18,8 +18,8 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 
-from tether.adapters.media import DEFAULT_MAX_DOWNLOAD, DownloadError, TooLarge, fetch
-from tether.errors import Fatal, Retryable
+from tether.adapters.media import DEFAULT_MAX_DOWNLOAD, fetch
+from tether.errors import DownloadError, Fatal, Retryable, TooLarge
 from tether.events import Attachment, Event
 from tether.files import KINDS, File, OutFile, guess_kind, guess_mime
 from tether.gateway import metrics

@@ -20,9 +20,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import structlog
 
-from tether.adapters.base import Adapter, SendAmbiguous, SendFatal, SendRetryable
+from tether.adapters.base import Adapter
 from tether.backoff import equal_jitter, full_jitter
 from tether.config.schema import OutboxConfig
+from tether.errors import SendAmbiguous, SendFatal, SendRetryable
 from tether.gateway import media, metrics
 from tether.gateway.edits import deliver, edit_of
 from tether.gateway.lanes import Lanes, SharedStore

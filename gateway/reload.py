@@ -37,9 +37,9 @@ import structlog
 from prometheus_client import Counter
 
 from tether.adapters.base import Adapter
-from tether.config import ConfigError, load
+from tether.config import load
 from tether.config.schema import Settings
-from tether.errors import GatewayError
+from tether.errors import ConfigError, GatewayError, JobError
 from tether.gateway import metrics
 from tether.gateway.access import Access
 from tether.gateway.inbox import Inbox
@@ -51,7 +51,7 @@ from tether.gateway.routing import Router
 from tether.gateway.throttle import Throttle
 from tether.gateway.tools.toolbox import Toolbox
 from tether.memory.store import Store
-from tether.scheduler.jobs import Job, JobError, check_targets, load_jobs
+from tether.scheduler.jobs import Job, check_targets, load_jobs
 from tether.scheduler.routing import with_jobs
 from tether.scheduler.runner import Scheduler
 

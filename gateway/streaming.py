@@ -40,7 +40,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from tether.adapters.base import Adapter, SendRetryable
+from tether.adapters.base import Adapter
+from tether.errors import SendRetryable
 from tether.events import REPLY_META, OutMessage
 from tether.gateway import metrics
 from tether.gateway.edits import EDIT_META

@@ -17,7 +17,7 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.adapters.media import DownloadError
+from tether.errors import DownloadError
 from tether.events import Attachment
 from tether.gateway import metrics
 from tether.gateway.context import Context

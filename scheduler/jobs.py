@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from tether.config.schema import JobConfig, Settings
+from tether.errors import JobError
 from tether.events import Conversation, Event, Kind, Target
 from tether.gateway import plugin_path
 from tether.gateway.routing import Handler
@@ -27,10 +28,6 @@ from tether.scheduler.cron import CrontabTrigger, Schedule, parse_time, stamp, t
 Action = Literal["text", "prompt", "handler", "reflect"]
 #: The platform of every fire event; its conversation is the job's first deliver target.
 PLATFORM = "cron"
-
-
-class JobError(Exception):
-    """A job that cannot run as configured; the message names ``jobs[i]``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.config import ConfigError
 from tether.config.loader import load_text
+from tether.errors import ConfigError
 from tether.gateway.assembly import build_adapters
 from tether.gateway.multiagent import account, agent_settings, split_account
 from tether.gateway.rooms import Rooms

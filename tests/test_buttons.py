@@ -38,8 +38,9 @@ from tether.adapters.discord.send import send_nonce
 from tether.adapters.feishu.send import send_uuid
 from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram.ingress import SECRET_HEADER
-from tether.buttons import Button, ButtonError, keyboard
+from tether.buttons import Button, keyboard
 from tether.config import Settings
+from tether.errors import ButtonError
 from tether.events import Conversation, Event, Kind, Sender
 from tether.gateway.app import Gateway, build_adapters
 from tether.gateway.assembly import load_router

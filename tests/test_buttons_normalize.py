@@ -28,7 +28,8 @@ from tether.adapters.kit import Dropped
 from tether.adapters.telegram.buttons import inline_keyboard
 from tether.adapters.telegram.normalize import normalize as telegram_normalize
 from tether.adapters.telegram.recipient import Recipient
-from tether.buttons import Button, ButtonError, keyboard
+from tether.buttons import Button, keyboard
+from tether.errors import ButtonError
 from tether.events import Event, Kind
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TETHER
-from tether.config import ConfigError, load, load_text
+from tether.config import load, load_text
+from tether.errors import ConfigError
 from tether.gateway.cli import main
 from tether.memory.stores import open_store, sqlite_path
 

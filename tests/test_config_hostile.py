@@ -27,7 +27,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.config import ConfigError, Settings, load, load_text
+from tether.config import Settings, load, load_text
+from tether.errors import ConfigError
 
 SOURCE = "hostile.yaml"
 #: One secret, configured under secret keys and in URLs, and echoed where errors show

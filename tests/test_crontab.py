@@ -21,7 +21,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import write_config
-from tether.config import ConfigError, load_text
+from tether.config import load_text
+from tether.errors import ConfigError
 from tether.gateway.cli import main
 from tether.scheduler.cron import Schedule, stamp, trigger
 from tether.scheduler.jobs import fire_key, load_jobs

@@ -41,11 +41,11 @@ from tests.fakes.discord_api import (
     FakeDiscord,
     iso,
 )
-from tether.adapters.base import SendFatal, SendRetryable
 from tether.adapters.discord import DiscordAdapter
 from tether.adapters.discord.backfill import cursor_name
 from tether.adapters.discord.send import classify, send_nonce
-from tether.config import ConfigError, Settings, load_text
+from tether.config import Settings, load_text
+from tether.errors import ConfigError, SendFatal, SendRetryable
 from tether.events import Event, Kind
 from tether.gateway.agents import echo_router
 from tether.gateway.app import Gateway, build_adapters

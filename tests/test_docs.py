@@ -81,3 +81,32 @@ def test_python_samples_compile(page: Path) -> None:
 def test_anchors_follow_github() -> None:
     text = "# Feishu / Lark\n## Replies (`resend_unknown`)\n## Logs\n## Logs\n```\n# no\n```\n"
     assert anchors(text) == {"feishu--lark", "replies-resend_unknown", "logs", "logs-1"}
+
+
+#: An import of Tether a bot author could copy: ``from tether.x import …`` or ``import tether.x``.
+_IMPORT = re.compile(r"\b(?:from\s+(tether(?:\.\w+)*)\s+import|import\s+(tether(?:\.\w+)*))")
+#: Where the manual may name what a bot author imports.
+PUBLIC_MODULES = {"tether", "tether.testing"}
+EXAMPLES = sorted((ROOT / "examples").rglob("*.py"))
+
+
+def outside_imports(text: str) -> list[str]:
+    found = (a or b for a, b in _IMPORT.findall(text))
+    return sorted({module for module in found if module not in PUBLIC_MODULES})
+
+
+@pytest.mark.parametrize("page", [*PAGES, *EXAMPLES], ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_and_examples_import_only_the_public_surface(page: Path) -> None:
+    """Every import the manual and the examples show comes from ``tether`` or
+    ``tether.testing``: a file moved inside the package must never break user code that
+    followed the docs. (docs/development.md is for contributors and may name insides,
+    but not as an import to copy.)"""
+    assert not outside_imports(page.read_text()), page.name
+
+
+def test_the_import_check_catches_each_shape() -> None:
+    text = (
+        "from tether import Router\nfrom tether.testing import Bot\n"
+        "(`from tether.gateway.tools.spec import ToolError`)\nimport tether.memory.store\n"
+    )
+    assert outside_imports(text) == ["tether.gateway.tools.spec", "tether.memory.store"]

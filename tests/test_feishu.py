@@ -49,13 +49,12 @@ from tests.fakes.feishu_api import (
     message_event,
     signed_request,
 )
-from tether.adapters.base import SendAmbiguous, SendFatal, SendRetryable
 from tether.adapters.feishu import FeishuAdapter
 from tether.adapters.feishu.send import classify, send_uuid
 from tether.adapters.feishu.webhook import Rejected
 from tether.adapters.kit import Dropped
-from tether.config import ConfigError, Settings
-from tether.errors import GatewayError
+from tether.config import Settings
+from tether.errors import ConfigError, GatewayError, SendAmbiguous, SendFatal, SendRetryable
 from tether.events import Event, Kind, OutMessage, Target
 from tether.gateway.agents import echo_router
 from tether.gateway.app import Gateway, build_adapters

@@ -23,7 +23,8 @@ from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI
 from tests.test_crash import control_socket, spawn
 from tether import Context, Retryable, Router
 from tether.adapters.loopback import LoopbackAdapter
-from tether.config import ConfigError, Settings, load_text
+from tether.config import Settings, load_text
+from tether.errors import ConfigError
 from tether.gateway.app import Gateway, load_router
 from tether.gateway.llm_agent import converse, llm_router
 from tether.memory import tokens

@@ -20,7 +20,8 @@ from tests.conftest import SECRETS, TETHER, make_settings, running, write_config
 from tests.fakes.openai_api import FakeOpenAI
 from tests.test_llm import db, fake, llm_section, llm_settings, turn
 from tether.adapters.loopback import LoopbackAdapter
-from tether.config import ConfigError, load, load_text
+from tether.config import load, load_text
+from tether.errors import ConfigError
 from tether.gateway.app import Gateway
 from tether.gateway.llm_keys import KeyPool
 

@@ -28,10 +28,10 @@ from tests.fakes.feishu_api import APP_ID, APP_SECRET, message_event
 from tests.fakes.feishu_media import MediaFeishu
 from tests.fakes.telegram_media import MediaTelegram
 from tests.plugins import media as plugin
-from tether.adapters.base import Adapter, SendFatal, Sent
+from tether.adapters.base import Adapter, Sent
 from tether.buttons import Button
 from tether.config import Settings
-from tether.errors import Fatal
+from tether.errors import Fatal, SendFatal
 from tether.events import OutMessage, Target
 from tether.files import KINDS, OutFile
 from tether.gateway.app import Gateway, build_adapters

@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import TETHER, make_settings, running, write_config
 from tether import Context, Fatal, Router
-from tether.adapters.base import SendRetryable
 from tether.adapters.loopback import LoopbackAdapter
+from tether.errors import SendRetryable
 
 
 async def get(port: int, path: str) -> tuple[int, str]:

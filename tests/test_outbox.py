@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tests.conftest import make_settings, running
 from tether import Context, Router
-from tether.adapters.base import SendAmbiguous, SendFatal, SendRetryable
 from tether.adapters.loopback import LoopbackAdapter
+from tether.errors import SendAmbiguous, SendFatal, SendRetryable
 from tether.events import Conversation, Event, OutMessage
 from tether.gateway.ratelimit import Limit
 from tether.memory.sqlite import SqliteStore

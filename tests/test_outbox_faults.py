@@ -27,9 +27,9 @@ from structlog.typing import EventDict, WrappedLogger
 
 from tests.conftest import db_rows, make_settings, running
 from tests.fakes.telegram_api import FakeTelegram
-from tether.adapters.base import SendAmbiguous
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings
+from tether.errors import SendAmbiguous
 from tether.gateway import logs
 from tether.gateway.app import Gateway, build_adapters
 from tether.memory.sqlite import SqliteStore

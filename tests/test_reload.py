@@ -35,7 +35,8 @@ from tests.conftest import (
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.fakes.telegram_text import rendered
-from tether.config import ConfigError, load, load_text
+from tether.config import load, load_text
+from tether.errors import ConfigError
 from tether.gateway import logs
 from tether.gateway.app import Gateway, build_adapters
 from tether.gateway.context import Context

@@ -27,11 +27,11 @@ from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_e
 from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
 from tests.test_crash import spawn
 from tether.adapters.loopback import LoopbackAdapter
+from tether.errors import ToolError
 from tether.events import Conversation, Event
 from tether.gateway.app import Gateway
 from tether.gateway.context import Context
 from tether.gateway.tools.reminders import _schedule, parse_at
-from tether.gateway.tools.spec import ToolError
 from tether.memory.inmemory import MemoryStore
 from tether.scheduler.reminders import MARK, Reminders, one_off_cron, reminder_id
 

@@ -29,10 +29,9 @@ from tests.conftest import TETHER, config_dict, db_rows, make_settings, subproce
 from tests.fakes.cluster import SECRET, Instance, free_port
 from tests.fakes.telegram_api import FakeTelegram
 from tests.plugins import cron_jobs
-from tether.adapters.base import SendRetryable
 from tether.adapters.loopback import LoopbackAdapter
-from tether.config import ConfigError, Settings, load_text
-from tether.errors import GatewayError
+from tether.config import Settings, load_text
+from tether.errors import ConfigError, GatewayError, SendRetryable
 from tether.gateway import logs
 from tether.gateway.app import Gateway
 from tether.gateway.cli import main

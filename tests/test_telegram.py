@@ -37,13 +37,12 @@ from tests.conftest import (
     write_config,
 )
 from tests.fakes.telegram_api import BOT_ID, USERNAME, FakeTelegram
-from tether.adapters.base import SendAmbiguous, SendFatal, SendRetryable
 from tether.adapters.kit import Dropped
 from tether.adapters.telegram import TelegramAdapter
 from tether.adapters.telegram.ingress import SECRET_HEADER
 from tether.adapters.telegram.send import classify, plain_text
 from tether.config import Settings
-from tether.errors import GatewayError
+from tether.errors import GatewayError, SendAmbiguous, SendFatal, SendRetryable
 from tether.events import Event, Kind, Target
 from tether.gateway.agents import echo_router
 from tether.gateway.app import Gateway, build_adapters

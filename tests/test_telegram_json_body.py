@@ -23,11 +23,11 @@ from telegram.error import NetworkError, RetryAfter, TelegramError
 from telegram.request import BaseRequest
 
 from tests.fakes.telegram_api import FakeTelegram
-from tether.adapters.base import SendAmbiguous
 from tether.adapters.telegram.buttons import inline_keyboard
 from tether.adapters.telegram.http import AiohttpRequest, BotClient
 from tether.adapters.telegram.send import classify, retry_after_seconds
 from tether.buttons import Button
+from tether.errors import SendAmbiguous
 
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"

@@ -34,8 +34,8 @@ from tests.conftest import (
 from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
 from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
-from tether.config import ConfigError, load_text
-from tether.errors import GatewayError
+from tether.config import load_text
+from tether.errors import ConfigError, GatewayError
 from tether.gateway.app import Gateway, load_router
 from tether.gateway.tools.execute import UNKNOWN, execute
 from tether.gateway.tools.loop import ROUNDS_USED

@@ -27,8 +27,8 @@ from tether import Context, Router
 from tether.adapters.base import Adapter
 from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram import TelegramAdapter
-from tether.config import ConfigError, Settings
-from tether.errors import GatewayError
+from tether.config import Settings
+from tether.errors import ConfigError, GatewayError
 from tether.events import Conversation, Event, Kind
 from tether.gateway.agents import echo_router
 from tether.gateway.app import Gateway, build_adapters

@@ -23,10 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import make_settings
-from tether.adapters.base import SendFatal
 from tether.adapters.loopback import LoopbackAdapter
-from tether.config import ConfigError, Settings, load_text
-from tether.errors import GatewayError
+from tether.config import Settings, load_text
+from tether.errors import ConfigError, GatewayError, SendFatal
 from tether.gateway import logs
 from tether.gateway.app import Gateway, build_adapters
 from tether.gateway.web.live import LiveHub

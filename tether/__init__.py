@@ -1,56 +1,99 @@
 """Tether: a durable chat gateway for AI agents.
 
-What a bot author imports::
+Everything a bot author imports comes from here (and, for tests, from
+:mod:`tether.testing`)::
 
-    from tether import Context, Router, Retryable, Fatal, File
+    from tether import Button, Context, Fatal, File, Retryable, Router
+
+The names below are the public surface, pinned by ``tests/test_public_api.py``; where a
+name is defined inside the package may change from one release to the next, the import
+from ``tether`` does not.
 
 The repository keeps one folder per concern (``gateway/``, ``adapters/``, ``memory/``,
 ``scheduler/``, ``config/``); installed, they live under this one namespace
 (``tether.gateway``, ``tether.memory``, …) so that no generic top-level name such as
-``config`` or ``memory`` lands in site-packages.
-
-The shared vocabulary sits here, below every folder: :mod:`tether.events` (what an event
-and a reply look like), :mod:`tether.errors` (how a handler or a start fails) and
-:mod:`tether.backoff` (how long to wait before trying again). ``Context`` and ``Router``
-are loaded on first use (PEP 562), so importing ``tether.events`` alone stays cheap.
+``config`` or ``memory`` lands in site-packages. The shared vocabulary sits in this
+package's own modules, below every folder (events, errors, keys, limits, text, metrics,
+redaction, cron). What needs the gateway (``Context``, ``Router``, ``Gateway``) is loaded
+on first use (PEP 562), so importing ``tether.events`` alone stays cheap.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from tether.errors import Fatal, Retryable
+from tether.buttons import Button
+from tether.errors import (
+    BudgetExceeded,
+    ButtonError,
+    ConfigError,
+    DownloadError,
+    Fatal,
+    GatewayError,
+    Retryable,
+    TooLarge,
+    ToolError,
+    ToolTimeout,
+)
 from tether.events import Attachment, Conversation, Event, Kind, OutMessage, Sender, Target
 from tether.files import File
 
 if TYPE_CHECKING:
+    from tether.gateway.app import Gateway
     from tether.gateway.context import Context
-    from tether.gateway.routing import Router
+    from tether.gateway.llm_agent import converse
+    from tether.gateway.routing import Handler, Middleware, NextHandler, Router
 
 __all__ = [
     "Attachment",
+    "BudgetExceeded",
+    "Button",
+    "ButtonError",
+    "ConfigError",
     "Context",
     "Conversation",
+    "DownloadError",
     "Event",
     "Fatal",
     "File",
+    "Gateway",
+    "GatewayError",
+    "Handler",
     "Kind",
+    "Middleware",
+    "NextHandler",
     "OutMessage",
     "Retryable",
     "Router",
     "Sender",
     "Target",
+    "TooLarge",
+    "ToolError",
+    "ToolTimeout",
+    "converse",
 ]
 
-_LAZY = {"Context": "tether.gateway.context", "Router": "tether.gateway.routing"}
+#: Public names whose home imports the gateway: loaded when first asked for.
+_LAZY = {
+    "Context": "tether.gateway.context",
+    "Router": "tether.gateway.routing",
+    "Handler": "tether.gateway.routing",
+    "Middleware": "tether.gateway.routing",
+    "NextHandler": "tether.gateway.routing",
+    "Gateway": "tether.gateway.app",
+    "converse": "tether.gateway.llm_agent",
+}
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tether' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -26,16 +26,14 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
+from tether.errors import ButtonError
+
 MAX_ROWS = 5
 MAX_PER_ROW = 5
 MAX_DATA_BYTES = 64
 MAX_TEXT = 80
 MAX_URL = 512
 _URL_SCHEMES = frozenset({"http", "https", "tg"})
-
-
-class ButtonError(ValueError):
-    """A keyboard no platform would take, said with the button and the rule it breaks."""
 
 
 class Button(BaseModel):

@@ -1,9 +1,40 @@
-"""The two failures a handler can signal; anything else is treated as Retryable.
+"""Every error Tether raises that someone outside the gateway may catch, in one tree.
 
-Handlers raise :class:`Retryable` for transient trouble (a timeout, a 503) and
-:class:`Fatal` when another attempt cannot help (a 400, bad input). The pipeline turns
-them into ``retry_wait`` with backoff or a dead letter. :class:`BudgetExceeded` (raised by
-``ctx.llm``) is neither: the task stops with a reply and is checkpointed.
+A handler raises :class:`Retryable` for transient trouble (a timeout, a 503) and
+:class:`Fatal` when another attempt cannot help (a 400, bad input); the pipeline turns them
+into ``retry_wait`` with backoff or a dead letter, and anything else counts as Retryable.
+:class:`BudgetExceeded` (raised by ``ctx.llm``) is neither: the turn stops with its reply
+and is checkpointed. The rest are what the framework raises at the person who wrote the
+handler, the tool, the adapter or the config::
+
+    Exception
+    ├── Retryable                  try the event again later (retry_after: seconds)
+    ├── Fatal                      dead-letter the event with a snapshot
+    │   └── KeysRefused            every API key of a provider refused (gateway/llm/keys.py)
+    ├── BudgetExceeded             ctx.llm: the next call would cross a token budget
+    ├── GatewayError               the gateway cannot start or reload as configured
+    │   └── ToolClash              two tools with one name (gateway/tools/toolbox.py)
+    ├── ConfigError                tether.yaml cannot be used; names the file and key path
+    ├── JobError                   a jobs: entry that cannot run; names jobs[i]
+    ├── ToolError                  a tool's result the model reads as a failure
+    │   └── ToolTimeout            the call was cancelled at its timeout: effect unknown
+    ├── DownloadError              ctx.download: the platform will not give the file
+    │   └── TooLarge               over the cap the caller gave
+    ├── SendError                  Adapter.send: how a platform call failed
+    │   ├── SendRetryable          certainly not delivered: safe to retry
+    │   ├── SendAmbiguous          may have been delivered (a timeout after the request)
+    │   └── SendFatal              will never succeed as it is
+    └── ValueError
+        └── ButtonError            a keyboard no platform would take (at ctx.reply)
+
+Internal errors stay beside the code that raises and catches them (``KeyProblem`` and
+``Unavailable`` in ``gateway/llm/``, ``Malformed`` in ``adapters/untrusted.py``,
+``WritesFailing`` and ``DatabaseMoved`` in ``memory/``, ``YamlProblem`` in
+``config/document.py``, ``BlobTooLarge`` in ``memory/blobs.py``, ``WebChatError`` in
+``adapters/web.py``): nobody outside them catches those.
+
+They live here, on the ground floor, so that every folder can raise them without
+importing another's insides, and a bot author imports each from ``tether``.
 """
 
 from __future__ import annotations
@@ -41,5 +72,63 @@ class GatewayError(Exception):
     """The gateway cannot start as configured; the message says why, in one line.
 
     Raised by adapters' ``open`` and by the app's start; the CLI prints it without a
-    traceback. It lives here, below both, so adapters need not import the app.
+    traceback.
     """
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; the message names the file and the key path."""
+
+
+class JobError(Exception):
+    """A job that cannot run as configured; the message names ``jobs[i]``."""
+
+
+class ToolError(Exception):
+    """A result the model should read as a failure (invalid arguments, a server that is
+    unavailable, a refusal) — returned to it as the tool's result, never raised to the
+    person."""
+
+
+class ToolTimeout(ToolError):
+    """The call did not finish within its timeout and was cancelled. Whether its effect
+    happened is unknown (it may have been cut off after doing its work), and the model is
+    told so."""
+
+
+class DownloadError(Exception):
+    """A file could not be fetched (gone, refused, unreachable, not downloadable)."""
+
+
+class TooLarge(DownloadError):
+    """A file over the cap the caller gave."""
+
+    def __init__(self, size: int | None, cap: int) -> None:
+        shown = f"{size} bytes" if size is not None else "more"
+        super().__init__(f"the file is {shown}, over the download cap of {cap} bytes")
+        self.size = size
+        self.cap = cap
+
+
+class SendError(Exception):
+    """Base of the errors ``Adapter.send`` raises, so the outbox knows if a retry is safe."""
+
+
+class SendRetryable(SendError):
+    """Certainly not delivered (refused, rate-limited, connection failed): safe to retry."""
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class SendAmbiguous(SendError):
+    """May or may not have been delivered (a timeout after the request went out)."""
+
+
+class SendFatal(SendError):
+    """Will never succeed as it is (chat not found, bot blocked, message invalid)."""
+
+
+class ButtonError(ValueError):
+    """A keyboard no platform would take, said with the button and the rule it breaks."""

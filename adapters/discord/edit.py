@@ -13,9 +13,10 @@ import asyncio
 import aiohttp
 import discord
 
-from tether.adapters.base import SendRetryable, Sent
+from tether.adapters.base import Sent
 from tether.adapters.discord.send import classify
 from tether.adapters.kit import describe
+from tether.errors import SendRetryable
 from tether.events import OutMessage
 
 

@@ -24,7 +24,8 @@ from tether.adapters.discord.send import (
     _edit_original,
     send_nonce,
 )
-from tether.adapters.media import DownloadError, check_stated, fetch
+from tether.adapters.media import check_stated, fetch
+from tether.errors import DownloadError
 from tether.events import Attachment, OutMessage
 from tether.files import Upload
 

@@ -26,9 +26,10 @@ import discord
 import structlog
 from discord.http import Route
 
-from tether.adapters.base import SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
+from tether.adapters.base import Sent
 from tether.adapters.discord.buttons import components, send_with_buttons
 from tether.adapters.kit import describe
+from tether.errors import SendAmbiguous, SendError, SendFatal, SendRetryable
 from tether.events import OutMessage
 
 log = structlog.get_logger("tether.discord")

@@ -20,7 +20,7 @@ import structlog
 from aiohttp import web
 from lark_oapi.core.exception import ObtainAccessTokenException
 
-from tether.adapters.base import Adapter, SendRetryable, Sent
+from tether.adapters.base import Adapter, Sent
 from tether.adapters.feishu import media
 from tether.adapters.feishu.edit import EDIT_LIMIT, edit_message
 from tether.adapters.feishu.long_connection import LongConnection
@@ -28,9 +28,9 @@ from tether.adapters.feishu.normalize import IGNORED, SKIPPED, Bot, event_id_of,
 from tether.adapters.feishu.send import Messages, request_for
 from tether.adapters.feishu.webhook import Rejected, Verifier, answer
 from tether.adapters.kit import Dropped, open_with_retries
-from tether.adapters.media import DownloadError
 from tether.adapters.untrusted import unstorable
 from tether.config.schema import FeishuConfig
+from tether.errors import DownloadError, SendRetryable
 from tether.events import Attachment, Event, OutMessage, Target
 from tether.files import Upload
 from tether.gateway.ratelimit import Limit

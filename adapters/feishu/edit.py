@@ -18,7 +18,7 @@ import requests
 from lark_oapi.core.exception import ObtainAccessTokenException
 from lark_oapi.core.token.manager import TokenManager
 
-from tether.adapters.base import SendAmbiguous, SendRetryable, Sent
+from tether.adapters.base import Sent
 from tether.adapters.feishu.send import (
     _TOKEN_INVALID,
     Messages,
@@ -28,6 +28,7 @@ from tether.adapters.feishu.send import (
     text_body,
 )
 from tether.adapters.kit import describe
+from tether.errors import SendAmbiguous, SendRetryable
 from tether.events import OutMessage
 
 #: Feishu's cap on edits of one message.

@@ -21,10 +21,11 @@ from urllib.parse import quote
 
 import aiohttp
 
-from tether.adapters.base import SendFatal, SendRetryable, Sent
+from tether.adapters.base import Sent
 from tether.adapters.feishu.send import Messages, classify
 from tether.adapters.kit import describe
-from tether.adapters.media import DownloadError, check_stated, read_capped
+from tether.adapters.media import check_stated, read_capped
+from tether.errors import DownloadError, SendFatal, SendRetryable
 from tether.events import Attachment, OutMessage
 from tether.files import Upload
 

@@ -27,10 +27,11 @@ import requests
 from lark_oapi.core.exception import ObtainAccessTokenException
 from lark_oapi.core.token.manager import TokenManager
 
-from tether.adapters.base import SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
+from tether.adapters.base import Sent
 from tether.adapters.feishu.cards import card_body
 from tether.adapters.feishu.normalize import THREAD_MESSAGE
 from tether.adapters.kit import describe
+from tether.errors import SendAmbiguous, SendError, SendFatal, SendRetryable
 from tether.events import OutMessage
 
 RATE_LIMIT_RESET_HEADER = "x-ogw-ratelimit-reset"

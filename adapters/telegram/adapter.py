@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from telegram.error import InvalidToken
 
-from tether.adapters.base import Adapter, SendRetryable, Sent
+from tether.adapters.base import Adapter, Sent
 from tether.adapters.kit import Dropped, open_with_retries
 from tether.adapters.telegram import media
 from tether.adapters.telegram.chores import Chores
@@ -27,6 +27,7 @@ from tether.adapters.telegram.normalize import normalize
 from tether.adapters.telegram.recipient import Recipient
 from tether.adapters.telegram.send import rate_limits, send_message
 from tether.config.schema import TelegramConfig
+from tether.errors import SendRetryable
 from tether.events import Attachment, Event, OutMessage, Target
 from tether.files import FileKind, Upload
 from tether.gateway.ratelimit import Limit

@@ -14,10 +14,11 @@ from telegram import Bot
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, TelegramError
 
-from tether.adapters.base import SendAmbiguous, SendRetryable, Sent
+from tether.adapters.base import Sent
 from tether.adapters.kit import describe
 from tether.adapters.telegram.markdown import formatted
 from tether.adapters.telegram.send import chat_id, classify, fallback_text, refused_entities
+from tether.errors import SendAmbiguous, SendRetryable
 from tether.events import OutMessage
 
 log = structlog.get_logger("tether.telegram")

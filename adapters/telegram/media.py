@@ -27,7 +27,7 @@ from telegram.error import BadRequest, ChatMigrated, TelegramError
 
 from tether.adapters.base import Sent
 from tether.adapters.kit import describe
-from tether.adapters.media import DownloadError, check_stated, fetch
+from tether.adapters.media import check_stated, fetch
 from tether.adapters.telegram.markdown import formatted
 from tether.adapters.telegram.send import (
     addressed,
@@ -36,6 +36,7 @@ from tether.adapters.telegram.send import (
     fallback_text,
     refused_entities,
 )
+from tether.errors import DownloadError
 from tether.events import Attachment, OutMessage
 from tether.files import FileKind, Upload
 

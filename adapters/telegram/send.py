@@ -29,11 +29,12 @@ from telegram.error import (
     TimedOut,
 )
 
-from tether.adapters.base import SendAmbiguous, SendError, SendFatal, SendRetryable, Sent
+from tether.adapters.base import Sent
 from tether.adapters.kit import describe
 from tether.adapters.telegram.buttons import inline_keyboard
 from tether.adapters.telegram.http import NOT_SENT, BotClient
 from tether.adapters.telegram.markdown import formatted, readable
+from tether.errors import SendAmbiguous, SendError, SendFatal, SendRetryable
 from tether.events import OutMessage, Target
 from tether.gateway.ratelimit import Limit
 

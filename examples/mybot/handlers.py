@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tether import Context, Router
-from tether.events import Event
-from tether.gateway.routing import NextHandler
+from tether import Context, Event, NextHandler, Router
 
 router = Router("mybot")
 

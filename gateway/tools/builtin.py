@@ -12,8 +12,9 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from tether.config.tools import ToolsConfig
+from tether.errors import ToolError
 from tether.gateway.tools.python import python_tool
-from tether.gateway.tools.spec import Tool, ToolError
+from tether.gateway.tools.spec import Tool
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context

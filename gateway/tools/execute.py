@@ -34,10 +34,10 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tether.errors import BudgetExceeded
+from tether.errors import BudgetExceeded, ToolError, ToolTimeout
 from tether.events import OutMessage
 from tether.gateway import metrics
-from tether.gateway.tools.spec import Tool, ToolError, ToolTimeout
+from tether.gateway.tools.spec import Tool
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from tether.gateway.tools.spec import DEFAULT_TIMEOUT, Tool, ToolError, timed_out
+from tether.errors import ToolError
+from tether.gateway.tools.spec import DEFAULT_TIMEOUT, Tool, timed_out
 
 if TYPE_CHECKING:
     from tether.gateway.context import Context

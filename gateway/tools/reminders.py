@@ -23,8 +23,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from tether.config.tools import ToolsConfig
+from tether.errors import ToolError
 from tether.gateway.tools.python import python_tool
-from tether.gateway.tools.spec import Tool, ToolError
+from tether.gateway.tools.spec import Tool
 from tether.scheduler.cron import Schedule, stamp, zone
 from tether.scheduler.reminders import (
     MAX_AHEAD,

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tether.errors import ToolTimeout
+
 if TYPE_CHECKING:
     from tether.gateway.context import Context
 
@@ -26,18 +28,6 @@ DEFAULT_TIMEOUT = 60.0
 
 #: ``run(ctx, arguments)`` → the result the model reads (text; JSON for structured data).
 ToolRun = Callable[["Context", dict[str, Any]], Awaitable[str]]
-
-
-class ToolError(Exception):
-    """A result the model should read as a failure (invalid arguments, a server that is
-    unavailable, a refusal) — returned to it as the tool's result, never raised to the
-    person."""
-
-
-class ToolTimeout(ToolError):
-    """The call did not finish within its timeout and was cancelled. Whether its effect
-    happened is unknown (it may have been cut off after doing its work), and the model is
-    told so, in the words of :func:`timed_out`."""
 
 
 def timed_out(seconds: float, what: str = "the tool") -> ToolTimeout:

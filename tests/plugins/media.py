@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from tether import Context, File, Router
-from tether.adapters.media import DownloadError
+from tether.errors import DownloadError
 from tether.events import Kind
 
 router = Router("media")
