@@ -1,28 +1,56 @@
 """What an adapter is: ingress into the inbox, and one ``send`` the outbox calls.
 
 An adapter never touches the store. It turns platform traffic into :class:`Event` and
-hands it to :meth:`Inbox.accept` (acknowledging the platform only after that returns),
+hands it to :meth:`Ingress.accept` (acknowledging the platform only after that returns),
 and it sends one :class:`OutMessage` at a time when the outbox asks, raising one of the
-``Send*`` errors below so the outbox knows whether a retry is safe.
+``Send*`` errors (:mod:`tether.errors`) so the outbox knows whether a retry is safe.
+
+:class:`Ingress` is all an adapter sees of the gateway: the inbox's accept, the cursors
+it commits with its events, and the cross-process lock that keeps one long poll per
+account. The gateway's inbox implements it; a test may hand an adapter anything that
+does.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tether.errors import DownloadError, SendFatal
-from tether.events import Attachment, OutMessage, Target
+from tether.events import Attachment, Event, OutMessage, Target
 from tether.files import FileKind, Upload
-from tether.gateway.ratelimit import Limit
-from tether.gateway.splitting import Length
+from tether.limits import Limit
+from tether.text import Length
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from tether.gateway.inbox import Inbox
+
+class Ingress(Protocol):
+    """Where an adapter hands what it received: durable when :meth:`accept` returns."""
+
+    async def accept(
+        self, events: Sequence[Event], cursors: Mapping[str, str] | None = None
+    ) -> list[bool]:
+        """Commit ``events`` and ``cursors`` in one transaction; True where an event is
+        new. Acknowledge the platform only after this returns."""
+        ...
+
+    async def cursor(self, name: str) -> str | None:
+        """A cursor committed with earlier events (Telegram's offset), or None."""
+        ...
+
+    async def recent_cursors(self, prefix: str, since: float) -> dict[str, str]:
+        """Cursors named ``prefix…`` that moved at or after ``since`` (epoch seconds):
+        what was active before a restart (Discord's channels to read back)."""
+        ...
+
+    async def try_lock(self, name: str) -> bool:
+        """Take the cross-process lock ``name`` (held until the process ends); a store
+        used by one process always grants it."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +71,7 @@ class Adapter(abc.ABC):
     idempotent_send: bool = False
     #: Resend rows whose first send was ambiguous even though sends are not idempotent.
     resend_unknown: bool = False
-    #: :meth:`edit` works: a streamed reply edits one preview message (``gateway/streaming``),
+    #: :meth:`edit` works: a streamed reply edits one preview message (``gateway/agent/streaming``),
     #: at most once per ``edit_interval`` seconds and ``edit_limit`` times (None: no cap).
     can_edit: bool = False
     edit_interval: float = 1.0
@@ -52,6 +80,10 @@ class Adapter(abc.ABC):
     #: and which kinds of file may share one message (up to 10), see :mod:`.media`.
     caption_limit: int | None = None
     file_groups: frozenset[FileKind] = frozenset()
+    #: The largest file the platform takes from a bot, in bytes, checked at
+    #: ``ctx.reply`` where the handler can still do something about it (None: only the
+    #: store's own cap).
+    upload_limit: int | None = None
 
     def text_length(self, text: str) -> int:
         return len(text)
@@ -85,7 +117,7 @@ class Adapter(abc.ABC):
         """Get ready to send (sessions, identity); called before recovery resends anything."""
 
     @abc.abstractmethod
-    async def start(self, inbox: Inbox) -> None:
+    async def start(self, inbox: Ingress) -> None:
         """Begin ingress. Returns once the adapter is running (tasks may go on)."""
 
     @abc.abstractmethod

@@ -29,7 +29,7 @@ from tether.backoff import equal_jitter
 from tether.events import Conversation, Event, Kind, OutMessage, Sender, parse_command
 
 if TYPE_CHECKING:
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.console")
 
@@ -68,7 +68,7 @@ class ConsoleAdapter(Adapter):
         self._ids = itertools.count(1)
         self._pretty = self.stdout.isatty()
 
-    async def start(self, inbox: Inbox) -> None:
+    async def start(self, inbox: Ingress) -> None:
         loop = asyncio.get_running_loop()
 
         def read() -> None:
@@ -95,7 +95,7 @@ class ConsoleAdapter(Adapter):
         encoding = getattr(self.stdin, "encoding", None) or "utf-8"
         return (line.decode(encoding, "surrogateescape") for line in raw)
 
-    async def _ingest(self, inbox: Inbox) -> None:
+    async def _ingest(self, inbox: Ingress) -> None:
         try:
             while True:
                 batch = [await self._lines.get()]
@@ -113,7 +113,7 @@ class ConsoleAdapter(Adapter):
         finally:
             self.eof.set()  # whatever happened, ``tether chat`` must not wait forever
 
-    async def _accept(self, inbox: Inbox, events: Sequence[tuple[int, Event]]) -> None:
+    async def _accept(self, inbox: Ingress, events: Sequence[tuple[int, Event]]) -> None:
         """Accept ``events``, retrying while the store fails; lines that cannot be stored
         (or not within :attr:`accept_attempts`) are turned away with a notice."""
         for attempt in range(1, self.accept_attempts + 1):

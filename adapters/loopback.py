@@ -32,10 +32,10 @@ from tether.events import (
     Target,
     parse_command,
 )
-from tether.gateway.ratelimit import Limit
+from tether.limits import Limit
 
 if TYPE_CHECKING:
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class LoopbackAdapter(Adapter):
         self._limits = limits or []
         self.sent: list[Delivery] = []
         self.attempts: list[OutMessage] = []
-        self.inbox: Inbox | None = None
+        self.inbox: Ingress | None = None
         self._changed = asyncio.Condition()
         self._failures: deque[SendError] = deque()
         self._ids = itertools.count(1)
@@ -68,7 +68,7 @@ class LoopbackAdapter(Adapter):
     def limits(self, target: Target) -> list[Limit]:
         return list(self._limits)
 
-    async def start(self, inbox: Inbox) -> None:
+    async def start(self, inbox: Ingress) -> None:
         self.inbox = inbox
 
     async def stop(self) -> None:

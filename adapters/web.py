@@ -17,7 +17,7 @@ It keeps the promise the way every adapter does, with the browser as the platfor
   the preview only, and the answer comes as on any platform.
 
 The page is behind the console's login: the person chatting is the operator, so the
-web is trusted like the terminal console (:data:`tether.gateway.access.TRUSTED_PLATFORMS`).
+web is trusted like the terminal console (:data:`tether.keys.TRUSTED_PLATFORMS`).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from tether.errors import GatewayError
 from tether.events import Conversation, Event, Kind, OutMessage, Sender, parse_command
 
 if TYPE_CHECKING:
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 #: A chat id or message id as the page makes them (a UUID, or any short token).
 ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The longest message the page may send, in characters.
 MAX_TEXT = 8000
-#: A streamed reply's preview message ends its key with this (gateway/streaming.py).
+#: A streamed reply's preview message ends its key with this (gateway/agent/streaming.py).
 PREVIEW = "#preview"
 #: Previews kept at most (each is dropped once its answer is in the store).
 MAX_PREVIEWS = 1000
@@ -52,16 +52,16 @@ class WebAdapter(Adapter):
     #: Delivery is the outbox row's own ``sent`` mark: sending twice shows it once.
     idempotent_send = True
     resend_unknown = True
-    #: A streamed reply shows on the page while it is written (gateway/streaming.py).
+    #: A streamed reply shows on the page while it is written (gateway/agent/streaming.py).
     can_edit = True
     edit_interval = 0.25
 
     def __init__(self, user: str = "operator") -> None:
         self.user = user
-        self.inbox: Inbox | None = None
+        self.inbox: Ingress | None = None
         self._previews: dict[str, tuple[str, str]] = {}  # event key -> (chat, text so far)
 
-    async def start(self, inbox: Inbox) -> None:
+    async def start(self, inbox: Ingress) -> None:
         self.inbox = inbox
 
     async def stop(self) -> None:

@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tether.adapters.base import Sent
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
+from tether.cron import parse_time
 from tether.events import OutMessage
-from tether.gateway import logs
 from tether.gateway.app import Gateway
-from tether.scheduler.cron import parse_time
+from tether.gateway.ops import logs
 
 
 class TimedAdapter(LoopbackAdapter):

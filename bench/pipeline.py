@@ -29,8 +29,9 @@ from tether.adapters.base import Sent
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import load_text
 from tether.events import OutMessage
-from tether.gateway import logs, runtime
-from tether.gateway.app import Gateway, settle_heap
+from tether.gateway.app import Gateway
+from tether.gateway.ops import logs, runtime
+from tether.gateway.ops.runtime import settle_heap
 
 
 class TimedAdapter(LoopbackAdapter):

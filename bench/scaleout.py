@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.procs import descendants, processes
 from tests.fakes.cluster import Cluster
 from tests.fakes.telegram_api import FakeTelegram
-from tether.gateway import runtime
+from tether.gateway.ops import runtime
 
 
 def cpu_seconds(roots: list[int]) -> tuple[float, float]:

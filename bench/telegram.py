@@ -58,8 +58,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(ROOT))
 
 from tether.config import load_text  # noqa: E402
-from tether.gateway import logs, runtime  # noqa: E402
-from tether.gateway.app import Gateway, build_adapters, settle_heap  # noqa: E402
+from tether.gateway.app import Gateway  # noqa: E402
+from tether.gateway.assembly import build_adapters  # noqa: E402
+from tether.gateway.ops import logs, runtime  # noqa: E402
+from tether.gateway.ops.runtime import settle_heap  # noqa: E402
 
 _SINK = open(os.devnull, "w")  # noqa: SIM115 - log lines are rendered, then dropped
 

@@ -1,8 +1,8 @@
 """One ``jobs:`` entry (cron): when it fires, where it delivers, what it does.
 
 The cron expression and time zone are checked by the scheduler's own parser
-(:mod:`tether.scheduler.cron`), imported inside the validators: one set of rules, and
-``tether.scheduler.cron`` imports nothing from ``tether.config``, so there is no cycle.
+(:mod:`tether.cron`), imported inside the validators: one set of rules, and
+``tether.cron`` imports nothing from ``tether.config``, so there is no cycle.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class JobConfig(Section):
     #: Part of every fire's event key (``cron:{id}:{time}``), so it must be stable.
     id: str
     #: Crontab: 5 fields (``minute hour day month weekday``, 0 and 7 are Sunday), 6 with
-    #: seconds first, or a shortcut like ``@daily``; see :mod:`tether.scheduler.cron`.
+    #: seconds first, or a shortcut like ``@daily``; see :mod:`tether.cron`.
     cron: str
     #: IANA name; fire times follow its daylight-saving changes.
     timezone: str = "UTC"
@@ -76,7 +76,7 @@ class JobConfig(Section):
     @field_validator("cron")
     @classmethod
     def _cron_parses(cls, value: str) -> str:
-        from tether.scheduler.cron import trigger  # the scheduler's own parser: one set of rules
+        from tether.cron import trigger  # the scheduler's own parser: one set of rules
 
         with _plainly("cron"):
             trigger(value)
@@ -85,7 +85,7 @@ class JobConfig(Section):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        from tether.scheduler.cron import zone
+        from tether.cron import zone
 
         with _plainly("timezone"):
             zone(value)

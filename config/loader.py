@@ -26,7 +26,7 @@ from tether.config.credentials import secret_name, url_secrets
 from tether.config.document import YamlProblem, parse
 from tether.config.schema import Settings
 from tether.errors import ConfigError
-from tether.gateway.logs import Redactor, redactor
+from tether.redaction import Redactor, redactor
 
 # Values at these paths are never echoed back in an error: they may be secrets.
 _SECRETISH = re.compile(r"token|secret|key|password", re.IGNORECASE)

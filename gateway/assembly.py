@@ -1,5 +1,12 @@
-"""What the config assembles before the gateway runs: the handler router (plugins, the
-built-in commands, the agent) and the platform adapters it enables.
+"""What a config assembles: the parts one configuration decides, built in one place.
+
+:func:`assemble` makes the :class:`Parts` an event picks up when it starts (access
+lists, the router with its plugins and the cron router, the jobs, the model client,
+the flood limit) from a config; :func:`build_adapters` the platform adapters it
+enables. The gateway calls both when it is built, and a reload calls the same two for
+the new file and swaps what they made in through the gateway's own methods
+(``Gateway.apply``, ``Gateway.replace_adapter``), so start and reload can never build
+the object graph two ways.
 
 Kept apart from :mod:`tether.gateway.app` so the run order there stays readable, and so
 the CLI's inspection commands can build a router without a gateway.
@@ -7,35 +14,89 @@ the CLI's inspection commands can build a router without a gateway.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 from tether.adapters.base import Adapter
 from tether.config.schema import Settings
 from tether.errors import GatewayError
-from tether.gateway import plugin_path
-from tether.gateway.access import Access, access_router
-from tether.gateway.agents import echo_router
-from tether.gateway.commands import commands_router
-from tether.gateway.presses import unhandled_presses
-from tether.gateway.routing import Router
-from tether.gateway.stop_command import stop_router
+from tether.gateway.agent.cron import with_jobs
+from tether.gateway.builtin.access import Access, access_router
+from tether.gateway.builtin.commands import commands_router
+from tether.gateway.builtin.echo import echo_router
+from tether.gateway.builtin.presses import unhandled_presses
+from tether.gateway.builtin.stop import stop_router
+from tether.gateway.core.stop import Turns
+from tether.gateway.core.throttle import Throttle
+from tether.gateway.handler.plugins import check_job_handlers, import_router
+from tether.gateway.handler.routing import Router
+from tether.gateway.llm.client import LLM
+from tether.gateway.ops.alerts import Accept, Alerts
+from tether.gateway.ops.watchdog import Watchdog
+from tether.memory.store import Store
+from tether.scheduler.jobs import Job, check_targets, load_jobs
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What one configuration decides that an event picks up when it starts."""
+
+    settings: Settings
+    access: Access
+    #: The whole router: access first, then /stop, cron fires, plugins, the agent.
+    router: Router
+    jobs: list[Job]
+    llm: LLM | None
+    throttle: Throttle
+
+
+def assemble(
+    settings: Settings,
+    store: Store,
+    turns: Turns,
+    *,
+    router: Router | None = None,
+    platforms: Collection[str] | None = None,
+) -> Parts:
+    """The parts ``settings`` make, or the error that names what is wrong.
+
+    ``router`` replaces the plugins and the built-in agent (an embedder's own); the
+    access middleware, ``/stop`` and the cron router still go around it. ``platforms``
+    are the enabled ones every job's ``deliver`` must name (None: not checked, for a
+    gateway without a scheduler). Raises ``GatewayError`` for a plugin and ``JobError``
+    for a job; a model client is made, not yet prepared (that may wait on the network).
+    """
+    access = Access(settings.access, store)
+    routes = _guarded(router or load_router(settings, access), access, turns)
+    check_job_handlers(settings)
+    jobs = load_jobs(settings)
+    if platforms is not None:
+        check_targets(jobs, platforms)
+    return Parts(
+        settings=settings,
+        access=access,
+        router=with_jobs(routes, store),  # cron fires: text, handler, prompt, reminders
+        jobs=jobs,
+        llm=LLM(settings) if settings.llm else None,
+        throttle=Throttle(settings.access.rate_limit),
+    )
 
 
 def load_router(settings: Settings, access: Access | None = None) -> Router:
     """Plugins in config order, then the commands every agent has, then the built-in
     agent; ``access`` tells ``/help`` who is an admin. With ``agents:``, each agent's own
-    (:class:`~tether.gateway.multiagent.AgentsRouter`)."""
+    (:class:`~tether.gateway.agent.accounts.AgentsRouter`)."""
     if settings.agents:
-        from tether.gateway.multiagent import AgentsRouter
+        from tether.gateway.agent.accounts import AgentsRouter
 
         return AgentsRouter(settings, lambda agent: load_router(agent, access))
     root = Router("root")
     for index, spec in enumerate(settings.plugins):
-        root.include(_import_router(f"plugins[{index}]", spec))
+        root.include(import_router(f"plugins[{index}]", spec))
     root.include(commands_router(settings, root, access.is_admin if access else None))
     if settings.agent.handler == "llm":
         # The agent's prompt, tool loop, streaming and vision are imported for it only.
-        from tether.gateway.llm_agent import llm_router
+        from tether.gateway.agent.chat import llm_router
 
         root.include(llm_router(settings))
     else:
@@ -44,38 +105,19 @@ def load_router(settings: Settings, access: Access | None = None) -> Router:
     return root
 
 
-def _connected(adapter: Adapter) -> Callable[[], float]:
+def connected(adapter: Adapter) -> Callable[[], float]:
+    """``tether_platform_connected{platform}``'s reading of one adapter."""
     return lambda: float(adapter.connected)
 
 
-def _guarded(router: Router, access: Access) -> Router:
+def _guarded(router: Router, access: Access, turns: Turns) -> Router:
     """The access middleware around everything, with the built-in access commands first."""
     root = Router("gateway")
     root.middleware(access)
     root.include(access_router(access))
-    root.include(stop_router())  # /stop: never shadowed, never queued (gateway/stop.py)
+    root.include(stop_router(turns))  # /stop: never shadowed, never queued (core/stop.py)
     root.include(router)
     return root
-
-
-def _import_router(key: str, spec: str) -> Router:
-    """The router ``spec`` names; any failure is one line naming ``key`` (``plugins[0]``):
-    a plugin's own bug at import is the operator's to see, not a traceback through ours."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise GatewayError(f"{key}: {spec!r} should be 'package.module:router'")
-    try:
-        module = plugin_path.import_module(module_name)
-    except ImportError as exc:
-        raise GatewayError(f"{key}: cannot import {module_name!r}: {exc}") from None
-    except Exception as exc:
-        raise GatewayError(
-            f"{key}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
-        ) from None
-    router = getattr(module, attr, None)
-    if not isinstance(router, Router):
-        raise GatewayError(f"{key}: {spec!r} is not a gateway.Router")
-    return router
 
 
 def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[str, Adapter]:
@@ -106,7 +148,29 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
         check_web(settings)
         adapters["web"] = WebAdapter()
     if settings.agents:  # an adapter per agent account, named like ``telegram@alice``
-        from tether.gateway.multiagent import build_agent_adapters
+        from tether.gateway.agent.accounts import build_agent_adapters
 
         adapters.update(build_agent_adapters(settings))
     return adapters
+
+
+def build_watchdog(
+    settings: Settings,
+    store: Store,
+    adapters: Callable[[], Mapping[str, Adapter]],
+    accept: Accept,
+    running: Callable[[], Mapping[str, tuple[str, float]]],
+    *,
+    check_target: bool,
+) -> Watchdog | None:
+    """The gateway watching itself (``ops.watchdog``), telling ``ops.alerts.deliver``."""
+    ops = settings.ops
+    target = ops.alerts.target
+    if check_target and target and target.platform not in adapters():
+        raise GatewayError(f"ops.alerts.deliver: platform {target.platform!r} is not enabled")
+    if not ops.watchdog.enabled:
+        return None
+    alerts = Alerts(ops.alerts, store, accept)
+    return Watchdog(
+        ops.watchdog, store, adapters, alerts, running, settings.pipeline.handler_timeout
+    )

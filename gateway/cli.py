@@ -19,21 +19,26 @@ from typing import TextIO
 
 import yaml
 
-from tether.config import Settings, load
+from tether.config import Settings, load, plugin_path
 from tether.config.mcp import missing_program
 from tether.errors import ConfigError, GatewayError, JobError
-from tether.gateway import logs, plugin_path, runtime
-from tether.gateway.access import RESERVED
-from tether.gateway.alerts import open_alerts
-from tether.gateway.app import Gateway, build_adapters, load_router, settle_heap
+from tether.gateway.agent.accounts import agent_lines, agents_report
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters, load_router
+from tether.gateway.builtin.access import RESERVED
+from tether.gateway.handler.plugins import check_job_handlers
 from tether.gateway.init import add_init_command
-from tether.gateway.llm_keys import key_lines, live_keys
-from tether.gateway.multiagent import agent_lines, agents_report
+from tether.gateway.llm.keys import key_lines, live_keys
+from tether.gateway.ops import logs, runtime
+from tether.gateway.ops.alerts import open_alerts
+from tether.gateway.ops.runtime import settle_heap
+from tether.gateway.ops.start_errors import store_error
 from tether.gateway.reload import RELOADED, request_reload
-from tether.gateway.start_errors import store_error
+from tether.gateway.serve import serve
 from tether.memory.roles import PairingStore, ReportStore
 from tether.memory.store import Store
 from tether.memory.stores import open_store, sqlite_path
+from tether.redaction import redactor
 from tether.scheduler.cli import jobs_command
 from tether.scheduler.jobs import check_targets, load_jobs
 
@@ -58,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.configure(level, settings.logging.format, settings.secrets(), _log_stream(settings))
         return int(args.func(settings, args))
     except GatewayError as exc:
-        print(f"tether: {logs.redactor.scrub(str(exc))}", file=sys.stderr)
+        print(f"tether: {redactor.scrub(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -153,7 +158,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         platforms = ", ".join(adapters) or "none"
         print(f"tether: {_sources(settings, args.config)}, platforms: {platforms}", file=sys.stderr)
     gateway = Gateway(settings, adapters, config_path=args.config)
-    runtime.run(gateway.run_until_signal())  # on uvloop when it imports
+    runtime.run(serve(gateway))  # on uvloop when it imports
     return 0
 
 
@@ -202,7 +207,8 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
     load_router(settings)  # plugins must import
     adapters = build_adapters(settings)
     try:
-        check_targets(load_jobs(settings), adapters)  # handlers import, targets are enabled
+        check_job_handlers(settings)  # handlers import
+        check_targets(load_jobs(settings), adapters)  # targets are enabled
     except JobError as exc:
         raise GatewayError(str(exc)) from None
     for name, server in settings.mcp.servers.items():
@@ -210,7 +216,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
         if problem:
             raise GatewayError(f"mcp.servers.{name}.command: {problem}")
     # scrubbed too: a value read from a ${file:...} is a secret in any key
-    print(logs.redactor.scrub(yaml.safe_dump(settings.masked(), sort_keys=False)), end="")
+    print(redactor.scrub(yaml.safe_dump(settings.masked(), sort_keys=False)), end="")
     print(f"config ok ({_sources(settings, args.config)})", file=sys.stderr)
     return 0
 
@@ -220,12 +226,12 @@ def _reload(settings: Settings, args: argparse.Namespace) -> int:
     running gateway re-reads it and its outcome is printed."""
     load_router(settings)  # plugins must import
     try:
-        load_jobs(settings)  # handlers import
+        check_job_handlers(settings)
     except JobError as exc:
         raise GatewayError(str(exc)) from None
     outcome = request_reload(args.config)
     if outcome.get("outcome") != RELOADED:
-        error = logs.redactor.scrub(str(outcome.get("error")))
+        error = redactor.scrub(str(outcome.get("error")))
         print(f"tether: reload failed, nothing changed\n{error}", file=sys.stderr)
         return 1
     changed = ", ".join(outcome.get("changed") or []) or "nothing"
@@ -264,7 +270,7 @@ def _on_store(
         except Exception as exc:
             with contextlib.suppress(Exception):
                 await store.close()  # a half-open store: its writer must not outlive us
-            raise store_error(settings.memory.store, store, exc) from exc
+            raise store_error(store, exc) from exc
         print(f"tether: {_sources(settings, args.config)}", file=sys.stderr)
         try:
             return await action(store)
@@ -291,7 +297,7 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
         for model, (tokens, cost) in (await store.spend(today)).items()
     }
     now = dt.datetime.now(dt.UTC)
-    jobs = load_jobs(settings, import_handlers=False)
+    jobs = load_jobs(settings)
     upcoming = sorted(
         (when, job.id) for job in jobs if (when := job.schedule.next_after(now)) is not None
     )
@@ -432,7 +438,7 @@ async def _dead_on(store: ReportStore, args: argparse.Namespace) -> int:
         print(f"{'KEY':<44} {'CONVERSATION':<28} {'WHEN (UTC)':<20} ERROR")
         for letter in letters:
             when = _when(letter.created)
-            error = logs.redactor.scrub(letter.error)[:80]  # a letter stored by an older version
+            error = redactor.scrub(letter.error)[:80]  # a letter stored by an older version
             print(f"{letter.key:<44} {letter.conversation:<28} {when:<20} {error}")
         return 0
     if args.action == "show":
@@ -449,7 +455,7 @@ async def _dead_on(store: ReportStore, args: argparse.Namespace) -> int:
             "snapshot": found.snapshot,
             "traceback": found.traceback,
         }
-        print(logs.redactor.scrub(json.dumps(out, indent=2, ensure_ascii=False)))
+        print(redactor.scrub(json.dumps(out, indent=2, ensure_ascii=False)))
         return 0
     if await store.requeue(args.key):
         print(

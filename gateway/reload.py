@@ -40,20 +40,11 @@ from tether.adapters.base import Adapter
 from tether.config import load
 from tether.config.schema import Settings
 from tether.errors import ConfigError, GatewayError, JobError
-from tether.gateway import metrics
-from tether.gateway.access import Access
-from tether.gateway.inbox import Inbox
-from tether.gateway.llm import LLM
-from tether.gateway.logs import redactor
-from tether.gateway.pipeline import Pipeline
-from tether.gateway.rooms import Rooms
-from tether.gateway.routing import Router
-from tether.gateway.throttle import Throttle
+from tether.gateway.assembly import Parts
+from tether.gateway.llm.client import LLM
 from tether.gateway.tools.toolbox import Toolbox
-from tether.memory.store import Store
-from tether.scheduler.jobs import Job, check_targets, load_jobs
-from tether.scheduler.routing import with_jobs
-from tether.scheduler.runner import Scheduler
+from tether.redaction import redactor
+from tether.scheduler.jobs import Job
 
 log = structlog.get_logger("tether.reload")
 
@@ -79,29 +70,30 @@ PLATFORMS = ("telegram", "discord", "feishu")
 #: a new token retries for a while before it gives up.
 ANSWER_TIMEOUT = 120.0
 
-#: The plugins' router for a config, guarded by its access middleware (the gateway's).
-Compose = Callable[[Settings, Access], Router]
-#: The adapters a config enables (``app.build_adapters``).
+#: The adapters a config enables (``assembly.build_adapters``).
 BuildAdapters = Callable[..., dict[str, Adapter]]
 
 
 class Running(Protocol):
-    """What a reload swaps in a running :class:`~tether.gateway.app.Gateway`."""
+    """What a reload needs of a running :class:`~tether.gateway.app.Gateway`: its
+    settings and adapters to compare with, and the door its parts are swapped through.
+    Nothing private: the gateway decides how a swap happens."""
 
     settings: Settings
-    store: Store
     adapters: dict[str, Adapter]
-    access: Access
-    router: Router
     llm: LLM | None
-    jobs: list[Job]
-    scheduler: Scheduler | None
-    pipeline: Pipeline
-    inbox: Inbox
     toolbox: Toolbox
-    rooms: Rooms | None
-    _started: list[Adapter]
-    _up: bool
+
+    @property
+    def up(self) -> bool: ...
+
+    def assemble(self, settings: Settings) -> Parts: ...
+
+    def apply(self, parts: Parts) -> None: ...
+
+    async def replace_adapter(self, name: str, adapter: Adapter) -> Adapter: ...
+
+    async def replace_scheduler(self, jobs: list[Job]) -> None: ...
 
 
 def _at(settings: Settings, dotted: str) -> Any:
@@ -191,14 +183,12 @@ class Reloader:
         self,
         gateway: Running,
         config_path: str | Path | None,
-        compose: Compose,
         build_adapters: BuildAdapters,
         *,
         schedule: bool,
     ) -> None:
         self.gateway = gateway
         self.config_path = config_path
-        self._compose = compose
         self._build_adapters = build_adapters
         self._schedule = schedule
         self._state = state_path(config_path)
@@ -228,7 +218,7 @@ class Reloader:
         """Re-read the config and swap it in; False (and nothing changed) when it fails."""
         async with self._lock:
             self.generation += 1
-            if not self.gateway._up:
+            if not self.gateway.up:
                 return self._failed("the gateway is not running (starting or stopping)")
             try:
                 changed, restart = await self._apply()
@@ -257,45 +247,28 @@ class Reloader:
         restart = needs_restart(old, new)
         settings = effective(old, new, restart)
         changed = [name for name in Settings.model_fields if _at(old, name) != _at(settings, name)]
-        access = Access(settings.access, gateway.store)
-        router = with_jobs(self._compose(settings, access))
-        gateway.toolbox.check(router)  # a plugin tool named like another: refused
-        jobs = load_jobs(settings)
-        if self._schedule:
-            check_targets(jobs, gateway.adapters)
+        parts = gateway.assemble(settings)  # plugins, jobs and the client, as at start
+        gateway.toolbox.check(parts.router)  # a plugin tool named like another: refused
         swapped = [
             name
             for name in PLATFORMS
             if getattr(old.platforms, name) != getattr(settings.platforms, name)
         ]
-        llm = LLM(settings) if settings.llm else None
-        fresh = await self._open(settings, swapped, llm)
+        fresh = await self._open(settings, swapped, parts.llm)
         # Nothing below refuses: from here on the reload happens, whole (see cancel).
         self._swapping = True
         try:
-            self._swap(settings, access, router, jobs, llm)
+            if gateway.llm:
+                self._retired_llms.append(gateway.llm)  # events running on it still use it
+            gateway.apply(parts)
             for name, adapter in fresh.items():
-                await self._swap_adapter(name, adapter)
+                # a send in flight on the old one finishes; it is closed at stop
+                self._retired_adapters.append(await gateway.replace_adapter(name, adapter))
             if self._schedule and settings.jobs != old.jobs:
-                await self._swap_scheduler(jobs)
+                await gateway.replace_scheduler(parts.jobs)
         finally:
             self._swapping = False
         return changed, restart
-
-    def _swap(
-        self, settings: Settings, access: Access, router: Router, jobs: list[Job], llm: LLM | None
-    ) -> None:
-        """The parts an event picks up when it starts: all at once, between two events."""
-        gateway = self.gateway
-        old = gateway.settings
-        gateway.settings = settings
-        gateway.access, gateway.router, gateway.jobs = access, router, jobs
-        if gateway.llm:
-            self._retired_llms.append(gateway.llm)  # events running on it still use it
-        gateway.llm = llm
-        gateway.pipeline.router, gateway.pipeline.llm = router, llm
-        if settings.access.rate_limit != old.access.rate_limit:
-            gateway.inbox.throttle = Throttle(settings.access.rate_limit)
 
     async def _open(
         self, settings: Settings, platforms: list[str], llm: LLM | None
@@ -322,32 +295,6 @@ class Reloader:
                     await llm.close()
             raise
         return fresh
-
-    async def _swap_adapter(self, name: str, adapter: Adapter) -> None:
-        """The old adapter's ingress stops; the new one, already open, takes over."""
-        gateway = self.gateway
-        old = gateway.adapters[name]
-        try:
-            await old.stop()
-        except Exception:
-            log.exception("adapter.stop_failed", platform=name)
-        gateway.adapters[name] = adapter  # the outbox and pipeline share this mapping
-        metrics.CONNECTED.labels(name).set_function(lambda: float(adapter.connected))
-        if old in gateway._started:
-            gateway._started[gateway._started.index(old)] = adapter
-        self._retired_adapters.append(old)  # a send in flight on it finishes; closed at stop
-        rooms = gateway.rooms
-        await adapter.start(rooms.inbox_for(name, gateway.inbox) if rooms else gateway.inbox)
-        log.info("adapter.restarted", platform=name)
-
-    async def _swap_scheduler(self, jobs: list[Job]) -> None:
-        """A new scheduler: its catch-up asks the ledger what each schedule owes."""
-        gateway = self.gateway
-        if gateway.scheduler:
-            await gateway.scheduler.stop()
-        gateway.scheduler = Scheduler(jobs, gateway.store, gateway.inbox) if jobs else None
-        if gateway.scheduler:
-            await gateway.scheduler.start()
 
     async def cancel(self) -> None:
         """Gateway stop, first: a reload still preparing is abandoned (it closes what it

@@ -402,7 +402,7 @@ class ConsoleStore(Protocol):
 
 
 class HandlerStore(StepStore, ConversationStore, Protocol):
-    """A handler's :class:`~tether.gateway.context.Context`: its steps and its memory."""
+    """A handler's :class:`~tether.gateway.handler.context.Context`: its steps and its memory."""
 
 
 class EventStore(InboxStore, HandlerStore, Protocol):

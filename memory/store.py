@@ -108,6 +108,19 @@ class Store(
     @abc.abstractmethod
     async def close(self) -> None: ...
 
+    @property
+    def lock_file(self) -> str | None:
+        """The file one processing gateway holds locked while it runs on this store, or
+        None where the store keeps processes apart itself. Two gateways on one SQLite
+        file would each recover the other's running events."""
+        return None
+
+    def open_problem(self, exc: BaseException) -> str:
+        """Why :meth:`open` (or taking :attr:`lock_file`) failed, in one line that
+        follows ``memory.store:`` where ``tether run`` prints it: no password, no
+        traceback."""
+        return f"cannot open the store: {type(exc).__name__}: {exc}"
+
     @abc.abstractmethod
     async def ping(self) -> None:
         """Raise if the store cannot answer a trivial query, or — :class:`WritesFailing`

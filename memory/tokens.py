@@ -174,7 +174,7 @@ def count_message(text: str, name: str = DEFAULT_ENCODING) -> int:
 
 def count_messages(messages: Sequence[Mapping[str, Any]], name: str = DEFAULT_ENCODING) -> int:
     """Tokens of a whole chat prompt, including the 3 that prime the reply. A message's
-    content may be a list of parts (text and images, gateway/vision.py): its text
+    content may be a list of parts (text and images, gateway/agent/vision.py): its text
     parts are counted, and each image as :data:`IMAGE_TOKENS`."""
     total = 3
     for message in messages:

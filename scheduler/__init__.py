@@ -9,5 +9,5 @@ Where things are (docs/cron.md is the user's side):
 - ``routing.py`` the built-in handler of fires: ``text``, ``handler``, ``prompt`` → the agent
 - ``cli.py``     ``tether jobs list`` / ``tether jobs run ID``
 
-Kept import-free: ``tether.config.jobs`` imports ``tether.scheduler.cron`` (validation).
+Kept import-free: ``tether.config.jobs`` imports ``tether.cron`` (validation).
 """

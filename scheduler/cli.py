@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import Protocol
 
 from tether.config.schema import Settings
+from tether.cron import stamp, zone
 from tether.memory.roles import InboxStore, ReminderStore
-from tether.scheduler.cron import stamp, zone
 from tether.scheduler.jobs import Job, last_fire, load_jobs, manual_cursor, now_utc
 from tether.scheduler.reminders import cancel, to_job
 
@@ -29,7 +29,7 @@ class JobStore(InboxStore, ReminderStore, Protocol):
 
 
 async def jobs_command(settings: Settings, store: JobStore, action: str, job_id: str | None) -> int:
-    jobs = load_jobs(settings, import_handlers=False)
+    jobs = load_jobs(settings)
     if action == "cancel":
         return await _cancel(settings, jobs, store, str(job_id))
     jobs += await _made_in_chat(store)

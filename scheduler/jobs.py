@@ -11,19 +11,16 @@ still does what it was fired to do.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from tether.config.schema import JobConfig, Settings
+from tether.cron import CrontabTrigger, Schedule, parse_time, stamp, trigger
 from tether.errors import JobError
 from tether.events import Conversation, Event, Kind, Target
-from tether.gateway import plugin_path
-from tether.gateway.routing import Handler
 from tether.memory.roles import InboxStore
-from tether.scheduler.cron import CrontabTrigger, Schedule, parse_time, stamp, trigger
 
 Action = Literal["text", "prompt", "handler", "reflect"]
 #: The platform of every fire event; its conversation is the job's first deliver target.
@@ -141,17 +138,13 @@ async def last_fire(store: InboxStore, job_id: str) -> LastFire:
     return LastFire(key, at, manual, found.status if found else "-")
 
 
-def load_jobs(settings: Settings, *, import_handlers: bool = True) -> list[Job]:
-    """Every configured job, with its handler imported (so a typo fails at start)."""
+def load_jobs(settings: Settings) -> list[Job]:
+    """Every configured job. A job's ``handler`` is the gateway's to import and check
+    (``tether.gateway.handler.plugins.check_job_handlers``)."""
     jobs = []
     for index, config in enumerate(settings.jobs):
         if config.reflect is not None:
             _check_reflect(settings, config.reflect.model, index)
-        if config.handler is not None and import_handlers:
-            try:
-                import_handler(config.handler)
-            except (ImportError, AttributeError, TypeError) as exc:
-                raise JobError(f"jobs[{index}].handler: {exc}") from None
         jobs.append(
             Job(
                 id=config.id,
@@ -187,32 +180,6 @@ def check_targets(jobs: list[Job], platforms: Collection[str]) -> None:
                     f"jobs[{index}].deliver: {target.key!r}: platform {target.platform!r}"
                     f" is not enabled (enabled: {enabled})"
                 )
-
-
-_handlers: dict[str, Handler] = {}
-
-
-def import_handler(spec: str) -> Handler:
-    """``package.module:function`` → the async callable, imported once per process."""
-    found = _handlers.get(spec)
-    if found is not None:
-        return found
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = plugin_path.import_module(module_name)
-    except ImportError as exc:
-        raise ImportError(f"cannot import {module_name!r}: {exc}") from None
-    function = getattr(module, attr, None)
-    if function is None:
-        raise AttributeError(f"{module_name!r} has no {attr!r}")
-    if not callable(function):
-        raise TypeError(f"{spec!r} is not callable")
-    call = getattr(function, "__call__", None)  # noqa: B004 - async callable objects too
-    if not (inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(call)):
-        raise TypeError(f"{spec!r} should be an async function taking the Context")
-    handler: Handler = function
-    _handlers[spec] = handler
-    return handler
 
 
 def now_utc() -> datetime:

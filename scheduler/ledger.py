@@ -1,6 +1,6 @@
 """Which fires to run and which to skip, between the last decided time and now.
 
-Pure functions over a :class:`~tether.scheduler.cron.Schedule`, so the policy is tested
+Pure functions over a :class:`~tether.cron.Schedule`, so the policy is tested
 without a clock. The same :func:`plan` serves the start (fires missed while Tether was
 down) and each wakeup while running (normally the one fire that is due now):
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from tether.scheduler.cron import Schedule
+from tether.cron import Schedule
 
 Policy = Literal["latest", "all", "skip"]
 #: Fires before the grace window listed one by one before the rest is summarized.

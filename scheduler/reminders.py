@@ -5,7 +5,7 @@ The ``schedule`` tool (:mod:`tether.gateway.tools.reminders`) stores a
 into :class:`~tether.scheduler.jobs.Job` values and runs them on a
 :class:`~tether.scheduler.runner.Scheduler` of their own. So a reminder gets exactly
 what a YAML job gets: each fire is ``cron:{id}:{scheduled time}`` through the same
-ledger cursors and the same ``Inbox.accept`` (a restart or a second instance cannot
+ledger cursors and the same inbox ``accept`` (a restart or a second instance cannot
 fire it twice), missed fires follow ``catch_up: latest`` within a grace window, and
 the fire runs through the pipeline as a ``Kind.CRON`` event.
 
@@ -14,9 +14,10 @@ the fire runs through the pipeline as a ``Kind.CRON`` event.
   its fire (or once its time is past the grace window, ``reminder.missed``) it is
   marked ``done``.
 - A **recurring** job keeps its crontab line and time zone.
-- What a fire does (:func:`fire`): it posts the reminder's text into the chat that made
-  it, unless the reminder was cancelled meanwhile (``tether jobs cancel`` beside a
-  running gateway): then it posts nothing (``reminder.skipped``).
+- What a fire does (``fire_reminder`` in ``gateway/agent/cron.py``): it posts the
+  reminder's text into the chat that made it, unless the reminder was cancelled
+  meanwhile (``tether jobs cancel`` beside a running gateway): then it posts nothing
+  (``reminder.skipped``).
 - The ledger starts at the reminder's creation (:meth:`Reminders.add` writes the
   ``decided`` cursor first), so a gateway killed right after the reminder was made
   still fires it after a restart, within grace.
@@ -43,18 +44,18 @@ from typing import Any, Protocol
 import structlog
 
 from tether.config.jobs import JobConfig
+from tether.cron import Schedule, parse_time, stamp
 from tether.events import Event, Target
-from tether.gateway.context import Context
-from tether.gateway.inbox import Inbox
 from tether.memory.reminders import Reminder, ReminderStatus
 from tether.memory.roles import InboxStore, ReminderStore
-from tether.scheduler.cron import Schedule, parse_time, stamp
 from tether.scheduler.jobs import Job, decided_cursor, last_cursor, now_utc
-from tether.scheduler.runner import Clock, Scheduler
+from tether.scheduler.runner import Clock, Intake, Scheduler
 
 log = structlog.get_logger("tether.reminders")
 
-#: What fires a reminder (the cron router imports it like a YAML job's ``handler``).
+#: The ``handler`` of every reminder's job: the name by which the cron router
+#: (``gateway/agent/cron.py``) knows a reminder's fire. A name, never imported: fires
+#: queued by earlier versions carry it in their stored events.
 FIRE = "tether.scheduler.reminders:fire"
 #: Every reminder's id starts with this (``tether jobs list`` marks them).
 PREFIX = "r-"
@@ -142,26 +143,6 @@ def next_fire(reminder: Reminder, now: datetime) -> datetime | None:
         return None
 
 
-async def fire(ctx: Context) -> None:
-    """A reminder's fire: post its text in its chat, unless it was cancelled meanwhile;
-    a one-off is then done."""
-    meta = ctx.event.meta
-    reminder_id = str(meta.get("reminder") or meta.get("job"))
-    store: Any = ctx.memory.store
-    found = await store.reminder(reminder_id) if hasattr(store, "reminder") else None
-    if found is not None and found.status == "cancelled":
-        ctx.log.info("reminder.skipped", reminder=reminder_id, reason="cancelled")
-        return
-    for spec in meta.get("deliver", []):
-        await ctx.send(spec, MARK + ctx.event.text)
-    if (
-        found is not None
-        and found.at is not None
-        and await store.finish_reminder(reminder_id, "done")
-    ):
-        ctx.log.info("reminder.done", reminder=reminder_id)
-
-
 class Reminders:
     """The active reminders, run by a scheduler of their own that follows the store."""
 
@@ -169,7 +150,7 @@ class Reminders:
         self.store = store
         self.interval = interval
         self.clock = clock
-        self.inbox: Inbox | None = None
+        self.inbox: Intake | None = None
         self.scheduler: Scheduler | None = None
         self._running: dict[str, Reminder] = {}
         self._lock = asyncio.Lock()
@@ -178,7 +159,7 @@ class Reminders:
 
     # -- lifecycle ------------------------------------------------------------------
 
-    async def start(self, inbox: Inbox) -> None:
+    async def start(self, inbox: Intake) -> None:
         self.inbox = inbox
         await self.sync()
         self._task = asyncio.create_task(self._follow(), name="reminders")

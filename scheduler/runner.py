@@ -5,7 +5,7 @@ cron trigger with jitter). It keeps nothing: with a persistent job store it woul
 missed runs on ``replace_existing`` and fire N times under N workers (PLATFORMS.md).
 Instead, at every wakeup we work out from our own ledger which fires are due — those
 scheduled after the job's last *decided* time, up to now — and accept them through the
-same :meth:`Inbox.accept` as platform traffic, with the ledger cursors in the same
+same inbox ``accept`` as platform traffic, with the ledger cursors in the same
 transaction. So:
 
 - a restart, a second scheduler or a late wakeup computes the same keys, and the inbox's
@@ -28,16 +28,15 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
+from tether import metrics
+from tether.cron import parse_time, stamp
 from tether.events import Event
-from tether.gateway import metrics
-from tether.gateway.inbox import Inbox
 from tether.memory.records import UNFINISHED_INBOX
 from tether.memory.roles import InboxStore
-from tether.scheduler.cron import parse_time, stamp
 from tether.scheduler.jobs import Job, decided_cursor, fire_key, last_cursor, now_utc
 from tether.scheduler.ledger import OVERLAP, Plan, Skip, plan
 
@@ -63,9 +62,18 @@ class _State:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+class Intake(Protocol):
+    """Where fires go: the gateway's inbox, seen from the scheduler. Each fire is
+    committed with the ledger's cursors in one transaction; True where it is new."""
+
+    async def accept(
+        self, events: Sequence[Event], cursors: Mapping[str, str] | None = None
+    ) -> list[bool]: ...
+
+
 class Scheduler:
     def __init__(
-        self, jobs: Sequence[Job], store: InboxStore, inbox: Inbox, *, clock: Clock = now_utc
+        self, jobs: Sequence[Job], store: InboxStore, inbox: Intake, *, clock: Clock = now_utc
     ) -> None:
         self.jobs = {job.id: job for job in jobs}
         self.store = store

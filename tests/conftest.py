@@ -29,9 +29,9 @@ from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
 from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
-from tether.gateway import logs
 from tether.gateway.app import Gateway
-from tether.gateway.routing import Router
+from tether.gateway.handler.routing import Router
+from tether.gateway.ops import logs
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import TETHER, db_rows, make_settings, running, write_config
 from tether import Context, Router
-from tether.gateway.access import APPROVED_NOTICE
+from tether.gateway.builtin.access import APPROVED_NOTICE
 
 
 def agent() -> Router:

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from tether.config.loader import load_text
 from tether.errors import ConfigError
+from tether.gateway.agent.accounts import account, agent_settings, split_account
+from tether.gateway.agent.rooms import Rooms
 from tether.gateway.assembly import build_adapters
-from tether.gateway.multiagent import account, agent_settings, split_account
-from tether.gateway.rooms import Rooms
 
 LLM = {
     "providers": {"fake": {"base_url": "http://127.0.0.1:9/v1", "api_key": "sk-x"}},
@@ -174,7 +174,7 @@ def test_discord_keys_name_the_bot_and_remember_the_old_key(
     one-agent Tether gave it."""
     from tether.adapters.loopback import LoopbackAdapter
     from tether.events import Conversation, Event
-    from tether.gateway.multiagent import AccountInbox
+    from tether.gateway.agent.accounts import AccountInbox
 
     def inbox_of(bot_id: int) -> AccountInbox:
         adapter = LoopbackAdapter()

@@ -42,11 +42,11 @@ from tether.buttons import Button, keyboard
 from tether.config import Settings
 from tether.errors import ButtonError
 from tether.events import Conversation, Event, Kind, Sender
-from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.assembly import load_router
-from tether.gateway.context import Context
-from tether.gateway.llm_agent import llm_router
-from tether.gateway.routing import Router
+from tether.gateway.agent.chat import llm_router
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters, load_router
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.routing import Router
 
 MENU = [[Button("Yes", data="vote:yes"), Button("No", data="vote:no")]]
 MENU_WITH_LINK = [*MENU, [Button("Docs", url="https://example.com/docs")]]

@@ -4,7 +4,7 @@ The expected fire times are not computed by the code under test: :func:`referenc
 walks wall-clock days and minutes and applies the crontab rules written out below (as
 Vixie cron and ``crontab(5)`` state them), then places each wall time on the UTC line by
 the rules docs/cron.md promises for daylight saving. The table is then compared with
-:class:`~tether.scheduler.cron.Schedule`, which the scheduler and the catch-up ledger use.
+:class:`~tether.cron.Schedule`, which the scheduler and the catch-up ledger use.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import write_config
 from tether.config import load_text
+from tether.cron import Schedule, stamp, trigger
 from tether.errors import ConfigError
 from tether.gateway.cli import main
-from tether.scheduler.cron import Schedule, stamp, trigger
 from tether.scheduler.jobs import fire_key, load_jobs
 from tether.scheduler.ledger import plan
 
@@ -220,7 +220,7 @@ def test_a_shortcut_job_loads_and_wakes_like_its_five_fields() -> None:
         "jobs:\n- {id: nightly, cron: '@daily', timezone: Europe/Berlin,"
         " deliver: 'console:local', text: hi}\n"
     )
-    (job,) = load_jobs(settings, import_handlers=False)
+    (job,) = load_jobs(settings)
     assert job.schedule.every_hour is False
     wake = job.wakeups().get_next_fire_time(None, SPRING)
     assert stamp(wake) == "2026-03-28T23:00:00Z"

@@ -47,10 +47,11 @@ from tether.adapters.discord.send import classify, send_nonce
 from tether.config import Settings, load_text
 from tether.errors import ConfigError, SendFatal, SendRetryable
 from tether.events import Event, Kind
-from tether.gateway.agents import echo_router
-from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.context import Context
-from tether.gateway.routing import Router
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.builtin.echo import echo_router
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.routing import Router
 
 # -- fixtures and helpers ----------------------------------------------------------------
 

@@ -107,6 +107,6 @@ def test_docs_and_examples_import_only_the_public_surface(page: Path) -> None:
 def test_the_import_check_catches_each_shape() -> None:
     text = (
         "from tether import Router\nfrom tether.testing import Bot\n"
-        "(`from tether.gateway.tools.spec import ToolError`)\nimport tether.memory.store\n"
+        "(`from tether.gateway.handler.tool import ToolError`)\nimport tether.memory.store\n"
     )
-    assert outside_imports(text) == ["tether.gateway.tools.spec", "tether.memory.store"]
+    assert outside_imports(text) == ["tether.gateway.handler.tool", "tether.memory.store"]

@@ -56,10 +56,11 @@ from tether.adapters.kit import Dropped
 from tether.config import Settings
 from tether.errors import ConfigError, GatewayError, SendAmbiguous, SendFatal, SendRetryable
 from tether.events import Event, Kind, OutMessage, Target
-from tether.gateway.agents import echo_router
-from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.context import Context
-from tether.gateway.routing import Router
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.builtin.echo import echo_router
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.routing import Router
 
 PATH = "/feishu/webhook"
 

@@ -26,9 +26,10 @@ from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
 from tether.events import Event, Kind
-from tether.gateway.access import APPROVED_NOTICE, HINT
-from tether.gateway.agents import EDITED
-from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.builtin.access import APPROVED_NOTICE, HINT
+from tether.gateway.builtin.echo import EDITED
 
 OWNER_LINE = re.compile(r"send /owner ([A-Z0-9]{8}) to the bot")
 NOBODY: dict[str, Any] = {"allow": [], "admins": []}

@@ -26,7 +26,7 @@ from tests.test_telegram import running as running_telegram
 from tether import Context, Fatal, Retryable, Router
 from tether.config.schema import PipelineConfig
 from tether.events import Conversation, Event, Kind, OutMessage, Target
-from tether.gateway.app import load_router
+from tether.gateway.assembly import load_router
 from tether.memory.records import DeadLetter
 from tether.memory.store import Store
 

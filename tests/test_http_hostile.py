@@ -42,8 +42,9 @@ from tests.fakes.feishu_api import (
 )
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
 from tether.adapters.telegram import TelegramAdapter
-from tether.gateway.agents import echo_router
-from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.builtin.echo import echo_router
 
 SECRET = "s3cret-webhook_token"
 TELEGRAM = "/telegram/webhook"

@@ -89,8 +89,8 @@ sys.path[:0] = [{str(target)!r}, {sysconfig.get_paths()["purelib"]!r}]
 from tether import Router, Context
 import tether.gateway.cli
 assert tether.gateway.cli.__file__.startswith({str(target)!r}), tether.gateway.cli.__file__
-assert Router.__module__ == "tether.gateway.routing"
-assert Context.__module__ == "tether.gateway.context"
+assert Router.__module__ == "tether.gateway.handler.routing"
+assert Context.__module__ == "tether.gateway.handler.context"
 print(sorted(n for n in {FOLDERS!r} if importlib.util.find_spec(n) is not None))
 """
     done = subprocess.run(

@@ -25,8 +25,9 @@ from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, FakeDiscord
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings
 from tether.events import Conversation, Event, Sender
-from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.multiagent import AccountInbox
+from tether.gateway.agent.accounts import AccountInbox
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
 from tether.memory.inmemory import MemoryStore
 
 

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from tether.adapters.loopback import LoopbackAdapter
-from tether.gateway.lanes import Lanes, SharedStore
+from tether.gateway.core.lanes import Lanes, SharedStore
 from tether.memory.inmemory import MemoryStore
 from tether.memory.store import InboxRow
 

@@ -25,8 +25,9 @@ from tether import Context, Retryable, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
 from tether.errors import ConfigError
-from tether.gateway.app import Gateway, load_router
-from tether.gateway.llm_agent import converse, llm_router
+from tether.gateway.agent.chat import converse, llm_router
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import load_router
 from tether.memory import tokens
 from tether.memory.compaction import SUMMARY_INSTRUCTIONS
 from tether.memory.sqlite import SqliteStore

@@ -23,7 +23,7 @@ from tether.adapters.loopback import LoopbackAdapter
 from tether.config import load, load_text
 from tether.errors import ConfigError
 from tether.gateway.app import Gateway
-from tether.gateway.llm_keys import KeyPool
+from tether.gateway.llm.keys import KeyPool
 
 __all__ = ["fake"]  # the fixture, shared with tests/test_llm.py
 

@@ -13,12 +13,13 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.gateway import logs
+from tether.gateway.ops import logs
+from tether.redaction import MASK, MIN_LENGTH, forms, redactor
 
 # Secrets as people paste them, and worse: quotes, backslashes, control characters,
 # non-ASCII; at least MIN_LENGTH long (shorter ones are never masked).
 secrets = st.text(
-    st.characters(blacklist_categories=("Cs",)), min_size=logs.MIN_LENGTH, max_size=40
+    st.characters(blacklist_categories=("Cs",)), min_size=MIN_LENGTH, max_size=40
 ).filter(lambda s: s.strip() == s and len(set(s)) > 2)
 
 
@@ -41,7 +42,7 @@ def rendered(secret: str, shape: str) -> str:
         logs.flush()
     finally:
         logs.configure("info", "json", (), io.StringIO())
-        logs.redactor.secrets, logs.redactor._pattern = (), None
+        redactor.secrets, redactor._pattern = (), None
     return out.getvalue()
 
 
@@ -50,7 +51,7 @@ def rendered(secret: str, shape: str) -> str:
 def test_a_rendered_line_parses_and_holds_no_form_of_the_secret(secret: str, shape: str) -> None:
     line = rendered(secret, shape)
     entry = json.loads(line)
-    assert logs.MASK in line
-    for form in logs.forms(secret):
+    assert MASK in line
+    for form in forms(secret):
         assert form not in line
     assert secret not in json.dumps(entry, ensure_ascii=False)

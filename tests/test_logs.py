@@ -12,7 +12,7 @@ import threading
 import pytest
 import structlog
 
-from tether.gateway import logs
+from tether.gateway.ops import logs
 
 
 class CountingStream(io.StringIO):
@@ -66,7 +66,7 @@ async def test_a_full_buffer_is_written_without_waiting_for_the_turn() -> None:
 def test_lines_still_waiting_when_the_loop_dies_are_written_at_exit() -> None:
     script = """
 import asyncio, structlog
-from tether.gateway import logs
+from tether.gateway.ops import logs
 logs.configure("info", "json")
 async def main():
     structlog.get_logger().info("last.words")

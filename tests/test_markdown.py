@@ -22,7 +22,7 @@ from tether.adapters.telegram.markdown import readable, shown_length, to_markdow
 from tether.events import OutMessage, Target
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
-from tether.gateway.splitting import split_text, utf16_len
+from tether.text import split_text, utf16_len
 
 MODEL_ANSWER = """\
 Here is **the plan** for _today_ (v2.0!):

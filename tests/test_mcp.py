@@ -19,9 +19,9 @@ from tether.config.mcp import McpConfig
 from tether.config.schema import Settings
 from tether.errors import ToolError
 from tether.gateway.cli import main
-from tether.gateway.context import Context
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.tool import Tool
 from tether.gateway.tools.mcp import McpTools, tool_name
-from tether.gateway.tools.spec import Tool
 
 SERVER = textwrap.dedent(
     '''

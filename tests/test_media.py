@@ -1,7 +1,7 @@
 """Files in and out (issue 17), in process: the real Gateway and each platform's real
 client against the fake platform servers over HTTP on 127.0.0.1.
 
-A reply's files become outbox rows (:func:`tether.gateway.media.parts`) whose bytes were
+A reply's files become outbox rows (:func:`tether.gateway.core.media.parts`) whose bytes were
 stored in the store's blobs before the checkpoint; each platform gets them through its
 own upload API; ``ctx.download`` fetches what a person sent through the platform's file
 API, within a cap. Crashes are in tests/test_media_crash.py, the ``llm`` agent's use of
@@ -29,17 +29,21 @@ from tests.fakes.feishu_media import MediaFeishu
 from tests.fakes.telegram_media import MediaTelegram
 from tests.plugins import media as plugin
 from tether.adapters.base import Adapter, Sent
+from tether.adapters.discord import DiscordAdapter
+from tether.adapters.feishu import FeishuAdapter
+from tether.adapters.telegram import TelegramAdapter
 from tether.buttons import Button
 from tether.config import Settings
 from tether.errors import Fatal, SendFatal
 from tether.events import OutMessage, Target
 from tether.files import KINDS, OutFile
-from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.context import Context
-from tether.gateway.media import File, parts, store_files
-from tether.gateway.routing import Router
-from tether.gateway.splitting import utf16_len
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.core.media import File, parts, store_files
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.routing import Router
 from tether.memory.inmemory import MemoryStore
+from tether.text import utf16_len
 
 
 def router() -> Router:
@@ -159,14 +163,25 @@ async def test_telegram_sends_a_photo_over_10_mb_as_a_document(
     )
 
 
+#: Each platform's upload limit is its adapter's (the core asks it, never a table).
+DISCORD_CAP = DiscordAdapter.upload_limit
+TELEGRAM_CAP = TelegramAdapter.upload_limit
+
+
 async def test_a_file_over_the_platform_cap_fails_at_reply_naming_it() -> None:
+    assert (DISCORD_CAP, TELEGRAM_CAP, FeishuAdapter.upload_limit) == (10 << 20, 50 << 20, 30 << 20)
     store = MemoryStore()
     eleven_mb = bytes(11 * 1024 * 1024)
     with pytest.raises(
         Fatal, match=r"files\[0\]: 11534336 bytes, over the cap of 10485760 for discord"
     ):
-        await store_files(store, [File(eleven_mb, name="a.bin")], platform="discord")
-    (stored,) = await store_files(store, [File(eleven_mb, name="a.bin")], platform="telegram@bot")
+        await store_files(
+            store, [File(eleven_mb, name="a.bin")], cap=DISCORD_CAP, platform="discord"
+        )
+    # An agent's account is its platform's adapter, with that platform's limit.
+    (stored,) = await store_files(
+        store, [File(eleven_mb, name="a.bin")], cap=TELEGRAM_CAP, platform="telegram@bot"
+    )
     assert stored.size == len(eleven_mb) and stored.kind == "document"
     with pytest.raises(Fatal, match=r"files\[1\]: expected a path, bytes, an http\(s\) URL"):
         await store_files(store, [b"ok", 42])  # type: ignore[list-item]
@@ -174,7 +189,7 @@ async def test_a_file_over_the_platform_cap_fails_at_reply_naming_it() -> None:
     try:
         url = cdn.add(eleven_mb, "big.bin")
         with pytest.raises(Fatal, match=r"'big.bin': the file is 11534336 bytes, over the"):
-            await store_files(store, [url], platform="discord")  # not a retry: a Fatal
+            await store_files(store, [url], cap=DISCORD_CAP, platform="discord")  # a Fatal
     finally:
         await cdn.stop()
 

@@ -22,7 +22,8 @@ from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI
 from tests.fakes.telegram_media import MediaTelegram
 from tests.plugins import media as plugin
 from tether.config import Settings
-from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
 from tether.memory import tokens
 
 

@@ -10,7 +10,7 @@ from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.errors import SendAmbiguous, SendFatal, SendRetryable
 from tether.events import Conversation, Event, OutMessage
-from tether.gateway.ratelimit import Limit
+from tether.limits import Limit
 from tether.memory.sqlite import SqliteStore
 
 

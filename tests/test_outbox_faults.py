@@ -30,8 +30,9 @@ from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings
 from tether.errors import SendAmbiguous
-from tether.gateway import logs
-from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.ops import logs
 from tether.memory.sqlite import SqliteStore
 
 CHATS = 40

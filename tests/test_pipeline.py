@@ -14,7 +14,7 @@ from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_e
 from tether import Context, Fatal, Retryable, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.events import Event
-from tether.gateway.app import GC_YOUNG_THRESHOLD, settle_heap
+from tether.gateway.ops.runtime import GC_YOUNG_THRESHOLD, settle_heap
 
 
 def metric(name: str, **labels: str) -> float:

@@ -26,7 +26,7 @@ from tests.test_telegram import SECRET, post_update
 from tests.test_telegram import running as running_telegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config.schema import RateLimitConfig
-from tether.gateway.throttle import THROTTLE_NOTICE, THROTTLED
+from tether.gateway.core.throttle import THROTTLE_NOTICE, THROTTLED
 from tether.memory.stores import open_store
 
 #: The flood limit a fresh install runs with (the tests' default settings turn it off).

@@ -31,9 +31,9 @@ from tests.fakes.openai_api import Body, FakeOpenAI
 from tests.test_store_contract import store  # noqa: F401 - the three stores, as a fixture
 from tether.adapters.loopback import LoopbackAdapter
 from tether.events import Conversation, Event
+from tether.gateway.agent.reflection import CURSOR_PREFIX, parse
 from tether.gateway.app import Gateway
 from tether.gateway.cli import main
-from tether.gateway.reflection import CURSOR_PREFIX, parse
 from tether.memory.records import MemoryChanges, Turn
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store

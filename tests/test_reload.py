@@ -37,11 +37,12 @@ from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.fakes.telegram_text import rendered
 from tether.config import load, load_text
 from tether.errors import ConfigError
-from tether.gateway import logs
-from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.context import Context
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.routing import Router
 from tether.gateway.reload import _read_state, state_path
-from tether.gateway.routing import Router
+from tether.redaction import redactor
 
 FILE_TOKEN = "123456:FILE-token_from_a_secret_file"
 #: The same bot's token after the owner revoked the first one (same id, new secret).
@@ -63,7 +64,7 @@ def test_a_file_secret_is_read_without_its_trailing_newline_and_masked(tmp_path:
     assert settings.platforms.telegram.token.get_secret_value() == FILE_TOKEN
     assert settings.agent.persona == "You are the file persona."
     # What a file held is a secret wherever it is used: the logs mask it.
-    assert logs.redactor.scrub("persona is You are the file persona.") == "persona is ***"
+    assert redactor.scrub("persona is You are the file persona.") == "persona is ***"
 
 
 def test_a_missing_secret_file_is_one_line_naming_the_key(tmp_path: Path) -> None:

@@ -16,10 +16,10 @@ import subprocess
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,7 @@ from tether.adapters.loopback import LoopbackAdapter
 from tether.errors import ToolError
 from tether.events import Conversation, Event
 from tether.gateway.app import Gateway
-from tether.gateway.context import Context
+from tether.gateway.handler.context import Context, Turn
 from tether.gateway.tools.reminders import _schedule, parse_at
 from tether.memory.inmemory import MemoryStore
 from tether.scheduler.reminders import MARK, Reminders, one_off_cron, reminder_id
@@ -287,13 +287,10 @@ async def try_schedule(**arguments: Any) -> str:
     store = MemoryStore()
     await store.open()
     chat = Conversation(platform="test", chat_id="1")
-    ctx = SimpleNamespace(
-        data={},
-        conversation="test:1",
-        event=Event(key="test:1:1", platform="test", conversation=chat, text="hi"),
-    )
+    event = Event(key="test:1:1", platform="test", conversation=chat, text="hi")
+    ctx = Context(event, "test:1", 1, structlog.get_logger("test"), Turn(store))
     try:
-        await _schedule(Reminders(store), cast(Context, ctx), **arguments)
+        await _schedule(Reminders(store), ctx, **arguments)
     except ToolError:
         return "refused"
     finally:

@@ -42,7 +42,8 @@ from tests.fakes.room import (
     llm_section,
     room_reply,
 )
-from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 from tests.conftest import make_settings, running
 from tether import Context, Router
 from tether.events import Conversation, Event, Kind, parse_command
-from tether.gateway.routing import NextHandler
+from tether.gateway.handler.routing import NextHandler
 
 
 def test_parse_command_handles_bot_names_and_args() -> None:

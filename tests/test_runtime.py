@@ -34,8 +34,8 @@ from tests.conftest import ROOT, make_settings, subprocess_env, write_config
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
-from tether.gateway import runtime
 from tether.gateway.app import Gateway
+from tether.gateway.ops import runtime
 
 Runner = Callable[[Coroutine[Any, Any, Any]], Any]
 
@@ -81,7 +81,7 @@ def test_release_heap_is_safe_to_call() -> None:
 
 _ARENAS = """
 import asyncio, ctypes, sys, threading
-from tether.gateway import runtime
+from tether.gateway.ops import runtime
 
 async def main():
     # Each of 4 live threads gets a heap of its own at its first malloc, up to glibc's cap.
@@ -220,10 +220,10 @@ def test_the_sqlite_writer_process_imports_no_more_than_it_needs() -> None:
 #: What a gateway without ``llm:``, ``mcp.servers``, ``http``, ``http.ui`` and cron jobs
 #: never uses, each resident for the life of the process once imported (bench/idle.py).
 _UNUSED_WITHOUT_LLM = {
-    "openai", "tiktoken", "tether.gateway.llm_agent", "tether.gateway.streaming",
-    "tether.gateway.vision", "tether.gateway.tools.loop", "tether.memory.compaction",
+    "openai", "tiktoken", "tether.gateway.agent.chat", "tether.gateway.agent.streaming",
+    "tether.gateway.agent.vision", "tether.gateway.tools.loop", "tether.memory.compaction",
     "tether.memory.prompt", "mcp", "jinja2", "tether.gateway.web", "aiohttp.web",
-    "tether.gateway.http", "cryptography", "httpx._main", "click",
+    "tether.gateway.ops.http", "cryptography", "httpx._main", "click",
     "apscheduler.schedulers", "multiprocessing",
 }  # fmt: skip
 

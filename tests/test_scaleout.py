@@ -85,7 +85,7 @@ async def test_one_instance_long_polls_telegram_and_another_takes_over(
 ) -> None:
     from tests.fakes.telegram_api import FakeTelegram
     from tether.adapters.telegram import TelegramAdapter
-    from tether.gateway.app import build_adapters
+    from tether.gateway.assembly import build_adapters
 
     fake = await FakeTelegram().start()
     settings = make_settings(

@@ -31,11 +31,11 @@ from tests.fakes.telegram_api import FakeTelegram
 from tests.plugins import cron_jobs
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
+from tether.cron import Schedule, crontab_weekdays, stamp
 from tether.errors import ConfigError, GatewayError, SendRetryable
-from tether.gateway import logs
 from tether.gateway.app import Gateway
 from tether.gateway.cli import main
-from tether.scheduler.cron import Schedule, crontab_weekdays, stamp
+from tether.gateway.ops import logs
 from tether.scheduler.jobs import load_jobs
 from tether.scheduler.ledger import LIST_LIMIT, plan
 from tether.scheduler.runner import Scheduler

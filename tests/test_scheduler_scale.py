@@ -16,7 +16,7 @@ from typing import Any
 from tests.conftest import make_settings
 from tests.test_scheduler import Clock, gateway_at
 from tether.adapters.loopback import LoopbackAdapter
-from tether.scheduler.cron import Schedule
+from tether.cron import Schedule
 
 
 def job(id: str, **fields: Any) -> dict[str, Any]:

@@ -24,9 +24,9 @@ from tests.conftest import TETHER, subprocess_env, write_config
 from tests.fakes.telegram_api import FakeTelegram
 from tether.config import load_text
 from tether.errors import ConfigError
-from tether.gateway import logs
 from tether.gateway.cli import main
-from tether.gateway.logs import Redactor
+from tether.gateway.ops import logs
+from tether.redaction import Redactor
 
 
 @dataclass

@@ -32,7 +32,7 @@ from tests.conftest import ROOT, TETHER, spawn_run, subprocess_env, write_config
 from tests.fakes.cluster import free_port
 from tests.fakes.telegram_api import FakeTelegram
 from tether.config import load_text
-from tether.gateway.systemd import Notifier
+from tether.gateway.ops.systemd import Notifier
 
 DEPLOY = ROOT / "deploy"
 

@@ -1,4 +1,4 @@
-"""The lanes' concurrency limit (gateway/slots.py): at most N inside, first come first
+"""The lanes' concurrency limit (gateway/core/slots.py): at most N inside, first come first
 served, and a waiter cancelled before or after being handed a slot loses no slot."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tether.gateway.slots import Slots
+from tether.gateway.core.slots import Slots
 
 
 async def test_at_most_n_inside_and_first_come_first_served() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.gateway.splitting import split_text, utf16_len
+from tether.text import split_text, utf16_len
 
 
 def test_short_text_is_one_chunk() -> None:

@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY
 
 from tests.conftest import db_rows, make_settings, running
 from tether import Context, Router
-from tether.gateway.stop import NOTHING_RUNNING, STOPPED_ANSWER, STOPPED_NOTICE
+from tether.gateway.core.stop import NOTHING_RUNNING, STOPPED_ANSWER, STOPPED_NOTICE
 
 
 class SlowService:
@@ -150,7 +150,7 @@ async def test_stop_ends_a_turn_waiting_on_a_slow_tool_and_the_next_is_answered(
     """Through the llm agent's tool loop: the model asks for a tool that waits on the
     slow service; /stop ends the turn, the next message gets a normal answer."""
     from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
-    from tether.gateway.app import load_router
+    from tether.gateway.assembly import load_router
 
     def reply(body: Body) -> str | Body:
         last = [m for m in body["messages"] if m.get("role") == "user"][-1]["content"]

@@ -29,8 +29,8 @@ import pytest
 from tests.conftest import _pg, make_settings, running
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings
-from tether.gateway import logs
 from tether.gateway.app import Gateway
+from tether.gateway.ops import logs
 from tether.memory.sqlite import SqliteStore
 
 

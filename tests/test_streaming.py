@@ -46,10 +46,10 @@ from tether.adapters.base import Sent
 from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram.markdown import readable, shown_length
 from tether.events import OutMessage
+from tether.gateway.agent.streaming import PREVIEW_STEP
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
-from tether.gateway.splitting import split_text
-from tether.gateway.streaming import PREVIEW_STEP
+from tether.text import split_text
 
 ANSWER = (
     "Streaming works like this. The model writes, the preview follows, and the final"

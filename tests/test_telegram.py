@@ -44,11 +44,12 @@ from tether.adapters.telegram.send import classify, plain_text
 from tether.config import Settings
 from tether.errors import GatewayError, SendAmbiguous, SendFatal, SendRetryable
 from tether.events import Event, Kind, Target
-from tether.gateway.agents import echo_router
-from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.context import Context
-from tether.gateway.routing import Router
-from tether.gateway.splitting import utf16_len
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.builtin.echo import echo_router
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.routing import Router
+from tether.text import utf16_len
 
 SECRET = "s3cret-webhook_token"
 WEBHOOK_PATH = "/telegram/webhook"

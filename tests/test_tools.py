@@ -36,12 +36,14 @@ from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import load_text
 from tether.errors import ConfigError, GatewayError
-from tether.gateway.app import Gateway, load_router
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import load_router
+from tether.gateway.core.transcript import transcript
+from tether.gateway.handler.context import Turn
+from tether.gateway.handler.python_tool import parse_docstring, python_tool
+from tether.gateway.handler.tool import Tool
 from tether.gateway.tools.execute import UNKNOWN, execute
 from tether.gateway.tools.loop import ROUNDS_USED
-from tether.gateway.tools.python import parse_docstring, python_tool
-from tether.gateway.tools.spec import Tool
-from tether.gateway.tools.transcript import transcript
 from tether.memory.inmemory import MemoryStore
 
 calls: list[tuple[int, int]] = []
@@ -367,7 +369,8 @@ def context(store: MemoryStore, attempt: int) -> Context:
     event = LoopbackAdapter().event("hi", user="u1")
     event = event.model_copy(update={"key": "lb:fixed"})
     log = structlog.get_logger("test").bind(key=event.key)
-    return Context(event, "loopback:1", attempt, store, log, frozenset({"loopback"}))
+    turn = Turn(store, {"loopback": LoopbackAdapter()})
+    return Context(event, "loopback:1", attempt, log, turn)
 
 
 class Blocking:
@@ -586,7 +589,7 @@ async def test_a_tool_that_replies_sends_with_the_turns_checkpoint(
 
 
 def test_several_agents_offer_the_plugins_tools() -> None:
-    from tether.gateway.multiagent import AgentsRouter
+    from tether.gateway.agent.accounts import AgentsRouter
 
     settings = load_text(
         "memory: {store: 'memory://'}\nhttp: {enabled: false}\n"

@@ -30,9 +30,10 @@ from tether.adapters.telegram import TelegramAdapter
 from tether.config import Settings
 from tether.errors import ConfigError, GatewayError
 from tether.events import Conversation, Event, Kind
-from tether.gateway.agents import echo_router
-from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.watchdog import Watchdog
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.builtin.echo import echo_router
+from tether.gateway.ops.watchdog import Watchdog
 
 OPS_CHAT = 999
 #: Quick rounds, so a test sees a check trip and clear within a second or two.

@@ -26,10 +26,11 @@ from tests.conftest import make_settings
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
 from tether.errors import ConfigError, GatewayError, SendFatal
-from tether.gateway import logs
-from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
 from tether.gateway.web.live import LiveHub
 from tether.gateway.web.passwd import hash_password, verify_password
+from tether.redaction import redactor
 
 TOKEN = "ui-token-0123456789abcdef"
 PASSWORD = "correct horse battery"
@@ -322,7 +323,7 @@ async def test_a_failed_reply_is_listed_and_retried_from_the_dead_page(tmp_path:
 
 async def test_the_live_stream_is_scrubbed_like_the_log() -> None:
     hub = LiveHub()
-    logs.redactor.update(["live-secret-0123456789"])
+    redactor.update(["live-secret-0123456789"])
     hub.attach()
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
     hub._queues.add(queue)

@@ -20,7 +20,8 @@ import pytest
 from tests.conftest import ROOT, db_rows, make_settings
 from tests.test_web_auth import TOKEN, client, log_in
 from tether.config import Settings
-from tether.gateway.app import Gateway, build_adapters
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

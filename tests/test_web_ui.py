@@ -27,10 +27,11 @@ from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram import TelegramAdapter
 from tether.config import Settings
 from tether.errors import Fatal
-from tether.gateway.agents import echo_router
-from tether.gateway.app import Gateway, build_adapters
-from tether.gateway.context import Context
-from tether.gateway.routing import Router
+from tether.gateway.app import Gateway
+from tether.gateway.assembly import build_adapters
+from tether.gateway.builtin.echo import echo_router
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.routing import Router
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(

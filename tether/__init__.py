@@ -40,10 +40,10 @@ from tether.events import Attachment, Conversation, Event, Kind, OutMessage, Sen
 from tether.files import File
 
 if TYPE_CHECKING:
+    from tether.gateway.agent.chat import converse
     from tether.gateway.app import Gateway
-    from tether.gateway.context import Context
-    from tether.gateway.llm_agent import converse
-    from tether.gateway.routing import Handler, Middleware, NextHandler, Router
+    from tether.gateway.handler.context import Context
+    from tether.gateway.handler.routing import Handler, Middleware, NextHandler, Router
 
 __all__ = [
     "Attachment",
@@ -76,13 +76,13 @@ __all__ = [
 
 #: Public names whose home imports the gateway: loaded when first asked for.
 _LAZY = {
-    "Context": "tether.gateway.context",
-    "Router": "tether.gateway.routing",
-    "Handler": "tether.gateway.routing",
-    "Middleware": "tether.gateway.routing",
-    "NextHandler": "tether.gateway.routing",
+    "Context": "tether.gateway.handler.context",
+    "Router": "tether.gateway.handler.routing",
+    "Handler": "tether.gateway.handler.routing",
+    "Middleware": "tether.gateway.handler.routing",
+    "NextHandler": "tether.gateway.handler.routing",
     "Gateway": "tether.gateway.app",
-    "converse": "tether.gateway.llm_agent",
+    "converse": "tether.gateway.agent.chat",
 }
 
 

@@ -30,10 +30,10 @@ from tether.backoff import equal_jitter
 from tether.config.schema import DiscordConfig
 from tether.events import Attachment, OutMessage
 from tether.files import KINDS, FileKind, Upload
-from tether.gateway.splitting import utf16_len
+from tether.text import utf16_len
 
 if TYPE_CHECKING:
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.discord")
 
@@ -45,6 +45,7 @@ class DiscordAdapter(Adapter):
     can_edit = True  # a streamed reply edits its preview: about 5 edits per 5 s per channel
     text_limit = 2000
     caption_limit = 2000  # a file's caption is the message's content
+    upload_limit = 10 * 1024 * 1024  # without the server's boosts
     file_groups: frozenset[FileKind] = frozenset(KINDS)  # up to 10 attachments of any kind
     idempotent_send = True
 
@@ -104,7 +105,7 @@ class DiscordAdapter(Adapter):
             intents=self.config.intents,
         )
 
-    async def start(self, inbox: Inbox) -> None:
+    async def start(self, inbox: Ingress) -> None:
         self._task = asyncio.create_task(self._ingress.run(inbox), name="discord-gateway")
 
     async def stop(self) -> None:

@@ -18,11 +18,11 @@ from typing import Any, cast
 import discord
 import structlog
 
+from tether.adapters.base import Ingress
 from tether.adapters.discord.cache import channel_info
 from tether.adapters.discord.normalize import Channel
 from tether.adapters.kit import describe
 from tether.config.schema import DiscordConfig
-from tether.memory.roles import CursorStore
 
 log = structlog.get_logger("tether.discord")
 
@@ -40,7 +40,7 @@ def cursor_name(channel_id: int | str) -> str:
 
 
 async def backfill(
-    client: discord.Client, cursors: CursorStore, config: DiscordConfig, commit: Commit
+    client: discord.Client, cursors: Ingress, config: DiscordConfig, commit: Commit
 ) -> None:
     """Read each recently active channel after its last seen message, oldest first."""
     since = time.time() - config.backfill_hours * 3600

@@ -26,6 +26,7 @@ import discord
 import structlog
 from discord.http import Route, handle_message_parameters
 
+from tether import metrics
 from tether.adapters.base import Sent
 from tether.adapters.discord import read
 from tether.adapters.discord.normalize import PLATFORM, SKIPPED, interaction_origin
@@ -33,10 +34,9 @@ from tether.adapters.kit import Dropped, describe
 from tether.adapters.untrusted import unstorable
 from tether.buttons import Keyboard
 from tether.events import Event, Kind, OutMessage
-from tether.gateway import metrics
 
 if TYPE_CHECKING:
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.discord")
 
@@ -146,7 +146,7 @@ class Presses:
 
     def __init__(
         self,
-        inbox: Callable[[], Inbox | None],
+        inbox: Callable[[], Ingress | None],
         client: Callable[[], discord.Client | None],
         spawn: Callable[[Coroutine[Any, Any, None]], None],
     ) -> None:
@@ -170,7 +170,7 @@ class Presses:
             return
         self._spawn(self._commit_then_ack(inbox, outcome, str(data["token"])))
 
-    async def _commit_then_ack(self, inbox: Inbox, event: Event, token: str) -> None:
+    async def _commit_then_ack(self, inbox: Ingress, event: Event, token: str) -> None:
         interaction_id = event.meta["interaction_id"]
         try:
             (fresh,) = await inbox.accept([event])

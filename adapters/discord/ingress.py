@@ -52,7 +52,7 @@ from tether.config.schema import DiscordConfig
 from tether.events import Event
 
 if TYPE_CHECKING:
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.discord")
 
@@ -79,7 +79,7 @@ class GatewayIngress:
         self._bot = Bot(require_mention=config.require_mention, ignore_bots=config.ignore_bots)
         self._servers: Servers = NO_SERVERS
         self._tree: ask.Tree | None = None
-        self._inbox: Inbox | None = None
+        self._inbox: Ingress | None = None
         self._asked = ask.RawInteractions()
         self._presses = buttons.Presses(lambda: self._inbox, lambda: self._client, self._spawn)
         #: Connection failures since the last session that reached READY or RESUMED.
@@ -120,7 +120,7 @@ class GatewayIngress:
         if self._tree is not None:
             await ask.sync(self._tree)
 
-    async def run(self, inbox: Inbox) -> None:
+    async def run(self, inbox: Ingress) -> None:
         """discord.py's connect loop (it reconnects and resumes by itself), restarted after
         anything it does not handle (an event it cannot parse ends it), but given up for
         good after what reconnecting cannot fix: a refused intent, a rejected token."""
@@ -190,7 +190,7 @@ class GatewayIngress:
             previous.cancel()
         commit = functools.partial(self._commit, inbox)
         self._backfill_task = asyncio.create_task(
-            backfill(self.client, inbox.store, self.config, commit), name="discord-backfill"
+            backfill(self.client, inbox, self.config, commit), name="discord-backfill"
         )
 
     async def _on_resumed(self) -> None:
@@ -231,7 +231,7 @@ class GatewayIngress:
 
     async def _commit(
         self,
-        inbox: Inbox,
+        inbox: Ingress,
         channel_id: int,
         payloads: Sequence[Mapping[str, Any]],
         channel: Channel | None = None,
@@ -260,7 +260,7 @@ class GatewayIngress:
 
     async def _accept(
         self,
-        inbox: Inbox,
+        inbox: Ingress,
         events: list[Event],
         cursors: dict[str, str] | None,
         message_id: int | None,

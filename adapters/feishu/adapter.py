@@ -33,12 +33,12 @@ from tether.config.schema import FeishuConfig
 from tether.errors import DownloadError, SendRetryable
 from tether.events import Attachment, Event, OutMessage, Target
 from tether.files import Upload
-from tether.gateway.ratelimit import Limit
+from tether.limits import Limit
 
 if TYPE_CHECKING:
     import threading
 
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.feishu")
 
@@ -58,6 +58,7 @@ class FeishuAdapter(Adapter):
     text_limit = 24_000
     idempotent_send = True
     caption_limit = 0  # a file message has no caption: the text goes before it (.media)
+    upload_limit = 30 * 1024 * 1024  # images over 10 MB go as files (.media)
     #: The start-up probe (bot/v3/info): tries, and the reconnect backoff between them
     #: (seconds, :func:`~tether.backoff.equal_jitter`). Tests shorten them per instance.
     open_attempts = 5
@@ -70,7 +71,7 @@ class FeishuAdapter(Adapter):
         self.bot_name: str = ""
         self._client: lark.Client | None = None
         self._messages: Messages | None = None
-        self._inbox: Inbox | None = None
+        self._inbox: Ingress | None = None
         self._ws: LongConnection | None = None
         key = config.encrypt_key.get_secret_value() if config.encrypt_key else ""
         token = config.verification_token
@@ -146,7 +147,7 @@ class FeishuAdapter(Adapter):
         bot = data.get("bot")
         return bot if isinstance(bot, dict) else {}
 
-    async def start(self, inbox: Inbox) -> None:
+    async def start(self, inbox: Ingress) -> None:
         self._inbox = inbox
         if self.config.mode == "webhook":
             if not self._verifier.signed:
@@ -199,7 +200,7 @@ class FeishuAdapter(Adapter):
             raise RuntimeError("tether is stopping; not accepted (Feishu will redeliver)")
         await self._commit(inbox, data)
 
-    async def _commit(self, inbox: Inbox, data: dict[str, Any]) -> None:
+    async def _commit(self, inbox: Ingress, data: dict[str, Any]) -> None:
         outcome = self.normalize(data)
         if isinstance(outcome, Event) and (reason := unstorable(outcome)):
             outcome = Dropped(SKIPPED, reason)  # no redelivery could make it storable

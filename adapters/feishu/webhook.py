@@ -28,7 +28,7 @@ from tether.adapters.kit import describe
 from tether.adapters.untrusted import Malformed, header, load_json
 
 if TYPE_CHECKING:
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.feishu")
 
@@ -37,7 +37,7 @@ NONCE_HEADER = "X-Lark-Request-Nonce"
 SIGNATURE_HEADER = "X-Lark-Signature"
 
 #: Normalize one verified event and hand it to the inbox (returns once committed).
-Commit = Callable[["Inbox", dict[str, Any]], Awaitable[None]]
+Commit = Callable[["Ingress", dict[str, Any]], Awaitable[None]]
 
 
 class Rejected(NamedTuple):
@@ -146,7 +146,7 @@ class Verifier:
 
 
 async def answer(
-    request: web.Request, verifier: Verifier, inbox: Inbox | None, commit: Commit
+    request: web.Request, verifier: Verifier, inbox: Ingress | None, commit: Commit
 ) -> web.Response:
     """Verify, then answer url_verification or commit the event; 200 only after that.
 

@@ -21,7 +21,7 @@ from tether.adapters.telegram import media
 from tether.adapters.telegram.chores import Chores
 from tether.adapters.telegram.edit import edit_text
 from tether.adapters.telegram.http import AiohttpRequest, BotClient
-from tether.adapters.telegram.ingress import Ingress, Pace, offset_cursor
+from tether.adapters.telegram.ingress import Pace, UpdateIngress, offset_cursor
 from tether.adapters.telegram.markdown import shown_length
 from tether.adapters.telegram.normalize import normalize
 from tether.adapters.telegram.recipient import Recipient
@@ -30,13 +30,13 @@ from tether.config.schema import TelegramConfig
 from tether.errors import SendRetryable
 from tether.events import Attachment, Event, OutMessage, Target
 from tether.files import FileKind, Upload
-from tether.gateway.ratelimit import Limit
-from tether.gateway.splitting import Length, utf16_len
+from tether.limits import Limit
+from tether.text import Length, utf16_len
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.telegram")
 
@@ -48,6 +48,7 @@ class TelegramAdapter(Adapter):
     can_edit = True  # editMessageText; about one edit a second per chat
     text_limit = 4096
     caption_limit = media.CAPTION_LIMIT
+    upload_limit = 50 * 1024 * 1024  # the Bot API's limit for a bot's uploads
     file_groups: frozenset[FileKind] = frozenset({"photo", "video"})  # an album
 
     def __init__(self, config: TelegramConfig) -> None:
@@ -77,7 +78,7 @@ class TelegramAdapter(Adapter):
             ignore_bots=config.ignore_bots,
         )
         self.chores = Chores(self.bot, typing=config.typing)
-        self.ingress = Ingress(
+        self.ingress = UpdateIngress(
             self.bot, config, normalize=self.normalize, after_accept=self._after_accept
         )
         self._opened = False
@@ -124,7 +125,7 @@ class TelegramAdapter(Adapter):
         self._opened = True
         log.info("telegram.ready", bot_id=self.bot_id, username=self.username)
 
-    async def start(self, inbox: Inbox) -> None:
+    async def start(self, inbox: Ingress) -> None:
         pace = Pace(self.backoff_base, self.backoff_max, self.standby_interval)
         self.ingress.start(inbox, self.bot_id, pace)
 

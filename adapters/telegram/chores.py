@@ -17,11 +17,11 @@ import structlog
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
 
+from tether import metrics
 from tether.adapters.kit import describe
 from tether.adapters.telegram.http import BotClient
 from tether.adapters.telegram.send import chat_id
 from tether.events import Event, Kind
-from tether.gateway import metrics
 
 log = structlog.get_logger("tether.telegram")
 

@@ -32,7 +32,7 @@ from tether.events import Event
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from tether.gateway.inbox import Inbox
+    from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.telegram")
 
@@ -54,7 +54,7 @@ class Pace:
         return equal_jitter(failures, self.backoff_base, self.backoff_max)
 
 
-class Ingress:
+class UpdateIngress:
     """One bot's updates into the inbox, by ``config.mode``: polling or a webhook.
 
     ``connected`` is what readiness reports; ``polling`` is True while this instance
@@ -76,7 +76,7 @@ class Ingress:
         self.connected = False
         self.polling = False
         self.pace = Pace()
-        self._inbox: Inbox | None = None
+        self._inbox: Ingress | None = None
         self._task: asyncio.Task[None] | None = None
         self._secret = (
             config.webhook.secret_token.get_secret_value().encode()
@@ -84,7 +84,7 @@ class Ingress:
             else None
         )
 
-    def start(self, inbox: Inbox, bot_id: int, pace: Pace) -> None:
+    def start(self, inbox: Ingress, bot_id: int, pace: Pace) -> None:
         """Begin polling, or register the webhook (the route already listens)."""
         self._inbox, self.pace = inbox, pace
         if self.config.mode == "webhook":
@@ -104,12 +104,12 @@ class Ingress:
 
     # -- polling --------------------------------------------------------------------
 
-    async def _take_poll(self, inbox: Inbox, bot_id: int) -> None:
+    async def _take_poll(self, inbox: Ingress, bot_id: int) -> None:
         """Several instances on one shared store: one long-polls (it holds an advisory
         lock), the others stand by and take over when its process dies and the lock goes
         with its connection. Telegram would answer a second poller with 409 anyway."""
         waiting = False
-        while not await inbox.store.try_lock(f"telegram:{bot_id}:poll"):
+        while not await inbox.try_lock(f"telegram:{bot_id}:poll"):
             if not waiting:
                 log.info("telegram.standby", reason="another instance holds the long poll")
                 waiting = True
@@ -119,7 +119,7 @@ class Ingress:
             log.info("telegram.takeover")
         self.polling = True
 
-    async def _poll(self, inbox: Inbox, bot_id: int) -> None:
+    async def _poll(self, inbox: Ingress, bot_id: int) -> None:
         """fetch → accept batch + offset in one transaction → fetch from the next offset."""
         await self._take_poll(inbox, bot_id)
         # A webhook left set (an earlier webhook-mode run) makes getUpdates answer 409.
@@ -128,7 +128,7 @@ class Ingress:
             "deleteWebhook", lambda: self.bot.delete_webhook(drop_pending_updates=False)
         )
         cursor = offset_cursor(bot_id)
-        stored = await inbox.store.cursor(cursor)
+        stored = await inbox.cursor(cursor)
         offset = int(stored) + 1 if stored is not None else None
         log.info("telegram.polling", offset=offset, timeout_s=self.config.poll_timeout)
         failures = 0
@@ -180,7 +180,7 @@ class Ingress:
                 )
                 await asyncio.sleep(delay)
 
-    async def _ingest(self, inbox: Inbox, cursor: str, batch: list[Any]) -> int:
+    async def _ingest(self, inbox: Ingress, cursor: str, batch: list[Any]) -> int:
         """Commit one getUpdates batch and its offset together; return the next offset."""
         events: list[Event] = []
         top: int | None = None

@@ -22,7 +22,7 @@ import functools
 import re
 from typing import TYPE_CHECKING
 
-from tether.gateway.splitting import utf16_len
+from tether.text import utf16_len
 
 if TYPE_CHECKING:
     from telegramify_markdown.config import RenderConfig

@@ -36,7 +36,7 @@ from tether.adapters.telegram.http import NOT_SENT, BotClient
 from tether.adapters.telegram.markdown import formatted, readable
 from tether.errors import SendAmbiguous, SendError, SendFatal, SendRetryable
 from tether.events import OutMessage, Target
-from tether.gateway.ratelimit import Limit
+from tether.limits import Limit
 
 log = structlog.get_logger("tether.telegram")
 

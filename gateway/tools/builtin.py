@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from tether.config.tools import ToolsConfig
 from tether.errors import ToolError
-from tether.gateway.tools.python import python_tool
-from tether.gateway.tools.spec import Tool
+from tether.gateway.handler.python_tool import python_tool
+from tether.gateway.handler.tool import Tool
 
 if TYPE_CHECKING:
-    from tether.gateway.context import Context
+    from tether.gateway.handler.context import Context
 
 
 async def remember(ctx: Context, fact: str) -> str:

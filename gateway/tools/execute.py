@@ -34,13 +34,14 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tether import metrics
 from tether.errors import BudgetExceeded, ToolError, ToolTimeout
 from tether.events import OutMessage
-from tether.gateway import metrics
-from tether.gateway.tools.spec import Tool
+from tether.gateway.handler.context import turn_of
+from tether.gateway.handler.tool import Tool
 
 if TYPE_CHECKING:
-    from tether.gateway.context import Context
+    from tether.gateway.handler.context import Context
 
 #: What the model reads for a non-idempotent call cut off by a crash.
 UNKNOWN = (
@@ -71,7 +72,8 @@ async def execute(
     # ``tether dead retry`` starts at attempt 1 again with its steps kept. A mark for a
     # different call at this place (the model was asked again and chose otherwise) is
     # not this call's.
-    steps, event = ctx.step_store, ctx.event.key
+    turn = turn_of(ctx)
+    steps, event = turn.store, ctx.event.key
     stored = _same(await steps.step(event, key), identity)
     if stored is not None:
         log.info("tool.cached", outcome=stored.get("outcome"))
@@ -82,7 +84,7 @@ async def execute(
     # Committed before the tool runs: a crash from here on leaves the ambiguous case.
     await steps.save_step(event, f"{key}:started", json.dumps({"attempt": ctx.attempt, **identity}))
     marks = _Marks(ctx)
-    ctx.data["tool.step"] = key  # a tool's own idempotency key (gateway/tools/reminders.py)
+    turn.tool_step = key  # a tool's own idempotency key (gateway/tools/reminders.py)
     started = time.monotonic()
     outcome, text = await _run(ctx, tools.get(name), name, raw, resumed, log)
     duration = round((time.monotonic() - started) * 1000, 2)

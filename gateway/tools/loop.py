@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tether.gateway.llm import Completion, Message
+from tether.gateway.handler.context import turn_of
+from tether.gateway.llm.client import Completion, Message
 from tether.gateway.tools.execute import execute
-from tether.gateway.tools.toolbox import Toolbox
 
 if TYPE_CHECKING:
-    from tether.gateway.context import Context
+    from tether.gateway.handler.context import Context
 
 #: What the model is told when it may call no more tools in this turn.
 ROUNDS_USED = (
@@ -38,7 +38,7 @@ async def chat_with_tools(
     Without tools (no toolbox, or none offered in this turn) this is one plain
     ``ctx.llm.chat`` call, the same step as before tools existed.
     """
-    toolbox = ctx.tools if isinstance(ctx.tools, Toolbox) else None
+    toolbox = turn_of(ctx).tools
     tools = await toolbox.tools(ctx) if toolbox else {}
     if not tools:
         return await ctx.llm.chat(messages, name=name)

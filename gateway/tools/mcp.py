@@ -48,8 +48,8 @@ from prometheus_client import Gauge
 from tether.backoff import equal_jitter
 from tether.config.mcp import McpConfig, McpServerConfig
 from tether.errors import ToolError
-from tether.gateway.context import Context
-from tether.gateway.tools.spec import Tool, timed_out
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.tool import Tool, timed_out
 
 log = structlog.get_logger("tether.mcp")
 

@@ -23,10 +23,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from tether.config.tools import ToolsConfig
+from tether.cron import Schedule, stamp, zone
 from tether.errors import ToolError
-from tether.gateway.tools.python import python_tool
-from tether.gateway.tools.spec import Tool
-from tether.scheduler.cron import Schedule, stamp, zone
+from tether.gateway.handler.context import turn_of
+from tether.gateway.handler.python_tool import python_tool
+from tether.gateway.handler.tool import Tool
 from tether.scheduler.reminders import (
     MAX_AHEAD,
     Reminders,
@@ -36,10 +37,8 @@ from tether.scheduler.reminders import (
 )
 
 if TYPE_CHECKING:
-    from tether.gateway.context import Context
+    from tether.gateway.handler.context import Context
 
-#: Where the tool loop leaves the running call's step name (``tool:R:I``), if it does.
-STEP_DATA = "tool.step"
 _RELATIVE = re.compile(r"\+(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 MAX_TEXT = 2000
 NAMES = ("schedule", "list_schedules", "cancel_schedule")
@@ -181,7 +180,7 @@ async def _schedule(
             raise ToolError(f"cron {cron!r}: {exc}") from None
         if parsed.next_after(now) is None:
             raise ToolError(f"cron {cron!r} never fires again")
-    position = ctx.data.get(STEP_DATA) or "call:" + json.dumps(
+    position = turn_of(ctx).tool_step or "call:" + json.dumps(
         [text, at, cron, timezone], ensure_ascii=False
     )
     made = new_reminder(

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import structlog
 
 from tether.errors import GatewayError
-from tether.gateway.tools.spec import Tool, ToolSource
+from tether.gateway.handler.tool import Tool, ToolSource
 
 if TYPE_CHECKING:
     from tether.config.schema import Settings
-    from tether.gateway.context import Context
-    from tether.gateway.routing import Router
+    from tether.gateway.handler.context import Context
+    from tether.gateway.handler.routing import Router
     from tether.memory.store import Store
 
 log = structlog.get_logger("tether.tools")

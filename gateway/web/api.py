@@ -25,11 +25,11 @@ from aiohttp import web
 from prometheus_client import Counter
 
 from tether.adapters.web import WebAdapter, WebChatError
+from tether.cron import stamp
 from tether.gateway.web.auth import COOKIE, LOGIN_COOKIE, SID, Auth, over_tls, safe_next
 from tether.gateway.web.host import ConsoleHost
 from tether.gateway.web.render import Renderer
 from tether.memory import tokens
-from tether.scheduler.cron import stamp
 from tether.scheduler.jobs import manual_cursor, now_utc
 
 log = structlog.get_logger("tether.console")

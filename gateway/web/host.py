@@ -8,9 +8,9 @@ from typing import Protocol
 
 from tether.adapters.base import Adapter
 from tether.config.schema import Settings
-from tether.gateway.dispatcher import Dispatcher
-from tether.gateway.inbox import Inbox
-from tether.gateway.outbox import Outbox
+from tether.gateway.core.dispatcher import Dispatcher
+from tether.gateway.core.inbox import Inbox
+from tether.gateway.core.outbox import Outbox
 from tether.memory.store import Store
 from tether.scheduler.jobs import Job
 from tether.scheduler.runner import Scheduler

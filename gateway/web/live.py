@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from tether.gateway import logs
+from tether.redaction import redactor
 
 #: Transition names: ``area.what`` (``http.*`` is the server's own chatter, left out).
 _TRANSITION = re.compile(r"^(?!http\.)[a-z_]+\.[a-z_.]+$")
@@ -60,7 +60,7 @@ class LiveHub:
             and isinstance(event_dict, dict)
             and _TRANSITION.match(str(event_dict.get("event", "")))
         ):
-            line = {k: _short(logs.redactor.scrub_value(v)) for k, v in event_dict.items()}
+            line = {k: _short(redactor.scrub_value(v)) for k, v in event_dict.items()}
             if threading.get_ident() == self._thread:
                 self._publish(line)
             elif self._loop is not None:

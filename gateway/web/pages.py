@@ -13,12 +13,12 @@ from typing import Any
 
 from aiohttp import web
 
+from tether.cron import zone
 from tether.gateway.web.charts import bars
 from tether.gateway.web.host import ConsoleHost
 from tether.gateway.web.render import Renderer
 from tether.memory.console import SERIES
 from tether.memory.records import UNSENT_OUTBOX
-from tether.scheduler.cron import zone
 from tether.scheduler.jobs import last_fire, now_utc
 
 STATUSES = ("received", "running", "retry_wait", "done", "dead")

@@ -10,8 +10,8 @@ from typing import Any
 from aiohttp import web
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from tether.gateway import logs
 from tether.gateway.web.auth import CSRF
+from tether.redaction import redactor
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STATIC = Path(__file__).resolve().parent / "static"
@@ -27,7 +27,7 @@ def when(epoch: float | None) -> str:
 def scrub(value: Any) -> str:
     """What a page shows of stored text that may hold a secret (an error, a traceback):
     what the log would show, with every configured secret masked."""
-    return logs.redactor.scrub("" if value is None else str(value))
+    return redactor.scrub("" if value is None else str(value))
 
 
 class Renderer:

@@ -17,9 +17,11 @@ unknown query parameters on as server settings), which is how the tests isolate 
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import asyncpg
 import structlog
@@ -35,6 +37,7 @@ from tether.memory.rows import OUTBOX_COLUMNS, Row, outbox_row
 from tether.memory.sql import BEGIN, FINISH, OUTBOX, Statement, numbered
 from tether.memory.sqlstore import SqlStore
 from tether.memory.store import WritesFailing
+from tether.redaction import MASK, redactor
 
 _UNSENT_FOR = (
     f"SELECT {OUTBOX_COLUMNS} FROM outbox WHERE target = ? AND {sql.IS_UNSENT} ORDER BY seq"
@@ -91,6 +94,17 @@ class PostgresStore(SqlStore):
         self._problem: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------
+
+    def open_problem(self, exc: BaseException) -> str:
+        """Host, port and database only; the password out of whatever the driver said."""
+        parts = urlsplit(self.dsn)
+        where = parts.netloc.rpartition("@")[2] + parts.path  # no user, no password, no query
+        reason = "connection refused" if isinstance(exc, ConnectionRefusedError) else None
+        if isinstance(exc, socket.gaierror):
+            reason = f"unknown host ({exc.strerror})"
+        reason = reason or f"{type(exc).__name__}: {exc}"
+        line = f"cannot connect to PostgreSQL at {where}: {reason}"
+        return _without_password(line, self.dsn)
 
     async def open(self) -> None:
         self._pool = await asyncpg.create_pool(
@@ -277,3 +291,15 @@ class PostgresStore(SqlStore):
             OUTBOX,
             (sql.OUTBOX_MARKED, (status, attempts, next_at, platform_id, error, time.time(), key)),
         )
+
+
+def _without_password(line: str, url: str) -> str:
+    """``line`` with the URL's password masked, as typed and percent-decoded (the driver
+    may echo either), and then through the log redactor (which knows the others)."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:  # a malformed netloc: nothing was parsed out of it
+        password = None
+    for form in {password, unquote(password)} if password else ():
+        line = line.replace(form, MASK)
+    return redactor.scrub(line)

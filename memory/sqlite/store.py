@@ -10,6 +10,7 @@ what the writer process changes.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 import time
@@ -55,6 +56,14 @@ class SqliteStore(SqlStore):
         self._reader: aiosqlite.Connection | None = None
 
     # -- lifecycle ------------------------------------------------------------------
+
+    @property
+    def lock_file(self) -> str | None:
+        return None if self.path == ":memory:" else self.path + ".lock"
+
+    def open_problem(self, exc: BaseException) -> str:
+        reason = _unusable_directory(self.path) or f"{type(exc).__name__}: {exc}"
+        return f"cannot open the SQLite database {self.path}: {reason}"
 
     async def open(self) -> None:
         if self.path == ":memory:":
@@ -181,3 +190,19 @@ class SqliteStore(SqlStore):
             await self._write(OUTBOX, statement)
         else:
             self._link.post(OUTBOX, statement, must_land=True)
+
+
+def _unusable_directory(path: str) -> str | None:
+    """Why the database's directory cannot hold it, or None when it looks fine."""
+    if path == ":memory:":
+        return None
+    directory = Path(path).parent
+    if not directory.exists():
+        return f"directory {directory} does not exist"
+    if not directory.is_dir():
+        return f"{directory} is not a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"directory {directory} is not writable"
+    if Path(path).exists() and not os.access(path, os.R_OK | os.W_OK):
+        return f"{path} is not readable and writable by this user"
+    return None

@@ -13,7 +13,7 @@ import asyncio
 import os
 
 from tether import Context, Router
-from tether.gateway.llm_agent import converse
+from tether.gateway.agent.chat import converse
 
 router = Router("llm-block")
 

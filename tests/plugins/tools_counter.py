@@ -15,7 +15,7 @@ import os
 import aiohttp
 
 from tether import Context, Router
-from tether.gateway.llm_agent import converse
+from tether.gateway.agent.chat import converse
 
 router = Router("tools-counter")
 

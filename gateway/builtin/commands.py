@@ -1,0 +1,164 @@
+"""Built-in commands every agent answers, ``echo`` included.
+
+A newcomer's first ``/help`` or ``/start`` should be answered the same way whichever
+agent is configured, not echoed back verbatim: ``/start``, ``/help``, ``/usage``,
+``/remember``, ``/facts`` and ``/forget`` live here, included after the plugins (a plugin may shadow
+one) and before the agent. ``/help`` lists what really exists: these, the agent's own
+commands, the plugins' commands (their handler's first docstring line), and the access
+commands (``/whoami``; ``/approve`` only to admins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+from tether.config.schema import Settings
+from tether.events import Event
+from tether.gateway.handler.context import Context
+from tether.gateway.handler.routing import Route, Router
+from tether.memory.records import Fact, Usage
+
+#: Is this event's sender an admin? (``/help`` lists admin-only commands to admins only.)
+IsAdmin = Callable[[Event], Awaitable[bool]]
+
+#: What ``/help`` says about each built-in command.
+DESCRIPTIONS = {
+    "start": "a greeting and this list",
+    "help": "this list",
+    "reset": "start a fresh context (the old conversation is archived, not deleted)",
+    "persona": 'show or set who I am in this chat ([text]); "/persona reset" restores it',
+    "remember": "save a fact I keep in mind in this chat (TEXT)",
+    "facts": "list the facts I keep in mind in this chat (saved or learned by reflection)",
+    "forget": "list saved facts, or forget one ([N | text | all])",
+    "usage": "tokens and cost spent in this chat",
+    "stop": "stop the answer I am working on now",
+    "whoami": "your user and chat ids (for access.allow)",
+    "approve": "let in the person who asked for access with CODE (admins)",
+}
+#: The access commands and ``/stop`` (gateway/core/stop.py), included ahead of every router:
+#: (name, admin only).
+ACCESS_COMMANDS = (("whoami", False), ("approve", True), ("stop", False))
+_INTROS = {
+    "echo": "I answer with your text.",
+    "llm": "Just write to chat with me.",
+}
+
+
+def help_text(settings: Settings, listing: Router, admin: bool) -> str:
+    """The command list: the access commands, then ``listing``'s in resolution order;
+    admin-only ones only for an admin."""
+    routes = dict(listing.commands())
+    entries = [*ACCESS_COMMANDS, *((name, route.admin) for name, route in routes.items())]
+    lines = []
+    seen: set[str] = set()
+    for name, only in entries:
+        if name in seen or (only and not admin):
+            continue
+        seen.add(name)
+        lines.append(f"/{name} - {_describe(name, routes.get(name))}")
+    intro = _INTROS[settings.agent.handler]
+    return f"{intro} Commands:\n" + "\n".join(lines)
+
+
+def _describe(name: str, route: Route | None) -> str:
+    """A plugin's command is described by its handler's docstring, a built-in by ours."""
+    doc = (route.handler.__doc__ or "").strip() if route else ""
+    if route and doc and name not in DESCRIPTIONS:
+        return doc.splitlines()[0]
+    return DESCRIPTIONS.get(name, "")
+
+
+def commands_router(settings: Settings, listing: Router, is_admin: IsAdmin | None) -> Router:
+    """The shared built-ins; ``/help`` lists ``listing`` (the plugins, these, the agent)."""
+    router = Router("commands")
+
+    async def admin(event: Event) -> bool:
+        return await is_admin(event) if is_admin else event.platform in ("console", "cron")
+
+    @router.command("start")
+    async def start(ctx: Context) -> None:
+        text = help_text(settings, listing, await admin(ctx.event))
+        await ctx.reply(f"Hi, I'm {settings.agent.name}.\n\n{text}", quote=False)
+
+    @router.command("help")
+    async def help_(ctx: Context) -> None:
+        await ctx.reply(help_text(settings, listing, await admin(ctx.event)), quote=False)
+
+    @router.command("remember")
+    async def remember(ctx: Context) -> None:
+        text = ctx.event.args.strip()
+        if not text:
+            await ctx.reply("What should I remember? /remember TEXT")
+            return
+        ctx.memory.remember(text)
+        await ctx.reply(f"I'll remember: {text}")
+
+    @router.command("facts")
+    async def facts_(ctx: Context) -> None:
+        await ctx.reply(_list_facts(await ctx.memory.facts()))
+
+    @router.command("forget")
+    async def forget(ctx: Context) -> None:
+        facts = await ctx.memory.facts()
+        wanted = ctx.event.args.strip()
+        if not wanted:
+            await ctx.reply(_list_facts(facts))
+            return
+        chosen = _choose(facts, wanted)
+        if not chosen:
+            await ctx.reply(f"No saved fact matches {wanted!r}.\n\n{_list_facts(facts)}")
+            return
+        ctx.memory.forget([fact.id for fact in chosen])
+        listed = "\n".join(f"- {fact.text}" for fact in chosen)
+        await ctx.reply(f"Forgotten:\n{listed}")
+
+    @router.command("usage")
+    async def usage(ctx: Context) -> None:
+        today = datetime.now(UTC).date()
+        since = (today - timedelta(days=29)).isoformat()
+        rows = await ctx.memory.store.usage(ctx.conversation, since=since)
+        await ctx.reply(_usage_text(rows, today.isoformat(), settings))
+
+    return router
+
+
+def _list_facts(facts: list[Fact]) -> str:
+    if not facts:
+        return "No saved facts. /remember TEXT saves one."
+    listed = "\n".join(f"{n}. {fact.text}" for n, fact in enumerate(facts, start=1))
+    return f"Saved facts:\n{listed}\n\n/forget N, /forget WORDS or /forget all"
+
+
+def _choose(facts: list[Fact], wanted: str) -> list[Fact]:
+    """``all``, a number from the listing, or every fact containing the words."""
+    if wanted.lower() == "all":
+        return facts
+    if wanted.isdigit():
+        index = int(wanted) - 1
+        return [facts[index]] if 0 <= index < len(facts) else []
+    return [fact for fact in facts if wanted.lower() in fact.text.lower()]
+
+
+def _usage_text(rows: list[Usage], today: str, settings: Settings) -> str:
+    def line(label: str, group: list[Usage]) -> str:
+        prompt = sum(r.prompt_tokens for r in group)
+        completion = sum(r.completion_tokens for r in group)
+        cost = sum(r.cost for r in group)
+        calls = sum(r.calls for r in group)
+        return (
+            f"{label}: {prompt + completion:,} tokens ({prompt:,} prompt +"
+            f" {completion:,} completion), ${cost:.4f}, {calls} calls"
+        )
+
+    todays = [r for r in rows if r.day == today]
+    lines = ["Token usage in this chat", line(f"Today ({today})", todays)]
+    lines += [f"  {r.model}: {r.tokens:,} tokens, ${r.cost:.4f}" for r in todays]
+    lines.append(line("Last 30 days", rows))
+    memory = settings.memory
+    if memory.daily_token_budget is not None:
+        used = sum(r.tokens for r in todays)
+        lines.append(f"Daily budget: {used:,} of {memory.daily_token_budget:,} tokens used")
+    if memory.task_token_budget is not None:
+        lines.append(f"Budget per message: {memory.task_token_budget:,} tokens")
+    return "\n".join(lines)

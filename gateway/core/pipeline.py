@@ -1,0 +1,228 @@
+"""One event's life: (dedup at accept) → observe → work → checkpoint, or retry / dead.
+
+Dedup already happened when the inbox accepted the event (the key is unique). Here the
+event is observed (``event.started``), worked (the router's handler, through its
+middlewares), and checkpointed: the inbox row done, its outbox rows and its memory rows
+in ONE transaction. A :class:`BudgetExceeded` ends the work with its reply and is
+checkpointed like success. A :class:`Retryable` (or any unexpected) error waits with
+exponential backoff and full jitter; :class:`Fatal`, or the last allowed attempt, buries
+the event in ``dead_letters`` with a snapshot of what it saw, and with one short notice
+(``pipeline.dead_notice``) to the person, so that giving up is never silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any, Protocol
+
+import structlog
+
+from tether import metrics
+from tether.adapters.base import Adapter
+from tether.backoff import full_jitter
+from tether.config.schema import PipelineConfig
+from tether.errors import BudgetExceeded, Fatal, Retryable
+from tether.events import REPLY_META, OutMessage
+from tether.gateway.core import media, stop
+from tether.gateway.core.edits import without_edit
+from tether.gateway.core.throttle import THROTTLE_NOTICE, THROTTLED
+from tether.gateway.core.transcript import transcript
+from tether.gateway.handler.context import Context, Turn
+from tether.gateway.handler.routing import Router, call
+from tether.gateway.handler.tool import Toolset
+from tether.gateway.llm.client import LLM
+from tether.memory.records import DeadLetter, InboxRow, OutboxRow
+from tether.memory.roles import EventStore, OutboxStore
+from tether.redaction import redactor
+from tether.text import split_text
+
+log = structlog.get_logger("tether.pipeline")
+
+
+class PipelineStore(EventStore, OutboxStore, Protocol):
+    """An event's run, and the outbox rows it already wrote: a dead event's notice is
+    written once, also when the event dies again after ``tether dead retry``."""
+
+
+class Pipeline:
+    def __init__(
+        self,
+        store: PipelineStore,
+        router: Router,
+        adapters: Mapping[str, Adapter],
+        config: PipelineConfig,
+        on_checkpoint: Callable[[Sequence[OutboxRow]], None],
+        llm: LLM | None = None,
+        tools: Toolset | None = None,
+        turns: stop.Turns | None = None,
+    ) -> None:
+        self.store = store
+        self.router = router
+        self.adapters = adapters
+        self.config = config
+        self.on_checkpoint = on_checkpoint
+        self.llm = llm
+        self.tools = tools
+        #: Handlers running now: event key → (route, monotonic start), for the watchdog.
+        self.running: dict[str, tuple[str, float]] = {}
+        #: The running turn of each conversation, for ``/stop`` (:mod:`.stop`), whose
+        #: command is given the same registry when the gateway is built.
+        self.turns = turns or stop.Turns(store)
+        self._downloads = media.Downloads(adapters)
+
+    async def run(self, row: InboxRow) -> float | None:
+        """Run one attempt; returns the retry time, or None when the event is finished."""
+        await self.store.begin(row)
+        event = row.event
+        elog = log.bind(key=row.key, conversation=row.conversation, attempt=row.attempts)
+        if "agent" in event.meta:  # several agents (gateway/agent/accounts.py): whose event
+            elog = elog.bind(agent=event.meta["agent"])
+        elog.info("event.started", platform=event.platform, kind=event.kind.value)
+        metrics.labelled(metrics.EVENTS, event.platform, "started").inc()
+        turn = Turn(self.store, self.adapters, self.llm, self.tools, self._downloads)
+        ctx = Context(event, row.conversation, row.attempts, elog, turn)
+        started = time.monotonic()
+        route_name = None
+        try:
+            throttled = event.meta.get(THROTTLED)
+            resolved = None if throttled else self.router.resolve(event)
+            if throttled == "notice":
+                await ctx.reply(THROTTLE_NOTICE, quote=False)
+            if resolved is not None:
+                route, middlewares = resolved
+                route_name = route.name
+                self.running[row.key] = (route_name, started)
+                try:
+                    async with asyncio.timeout(self.config.handler_timeout) as deadline:
+                        with self.turns.running(row.conversation, event, deadline):
+                            try:
+                                await call(route, middlewares, ctx)
+                            except BudgetExceeded as exc:  # logged where it was raised
+                                await ctx.reply(exc.reply)
+                except TimeoutError:
+                    if not self.turns.stopped(row.key):
+                        raise
+                    await ctx.reply(stop.STOPPED_NOTICE, quote=False)  # /stop: done, kept
+            outbound = self._outbound(row.key, ctx.outbox)
+            rows = await self.store.checkpoint(
+                row.key, outbound, ctx.memory.pending, ctx.memory.changes
+            )
+        except Fatal as exc:
+            await self._bury(row, ctx, exc, elog)
+            return None
+        except Exception as exc:  # Retryable, and anything unexpected
+            if row.attempts >= self.config.max_attempts:
+                await self._bury(row, ctx, exc, elog)
+                return None
+            return await self._retry(row, exc, elog, started)
+        finally:
+            self.running.pop(row.key, None)
+        duration = time.monotonic() - started
+        metrics.HANDLER_SECONDS.observe(duration)
+        metrics.labelled(metrics.EVENTS, event.platform, "done").inc()
+        elog.info(
+            "event.done",
+            route=route_name,
+            replies=len(rows),
+            duration_ms=round(duration * 1000, 2),
+        )
+        self.on_checkpoint(rows)
+        return None
+
+    def _outbound(self, key: str, messages: Sequence[OutMessage]) -> list[OutMessage]:
+        """Split each reply at its platform's limit and give every chunk its key."""
+        out: list[OutMessage] = []
+        for message in messages:
+            adapter = self.adapters[message.target.platform]
+            if message.files:  # one row per platform message: gateway/core/media.py
+                for part in media.parts(message, adapter):
+                    out.append(part.model_copy(update={"key": f"{key}#{len(out)}"}))
+                continue
+            length = adapter.length_for(message.format)
+            chunks = split_text(message.text, adapter.text_limit, length)
+            for index, chunk in enumerate(chunks):
+                update: dict[str, Any] = {"key": f"{key}#{len(out)}", "text": chunk}
+                if index:  # only the first chunk quotes (or edits); the rest follow it
+                    update["reply_to"] = None
+                    update["meta"] = without_edit(message.meta)
+                if index < len(chunks) - 1:  # buttons go under the last chunk only
+                    update["buttons"] = []
+                out.append(message.model_copy(update=update))
+        return out
+
+    async def _retry(self, row: InboxRow, exc: Exception, elog: Any, started: float) -> float:
+        retry_after = exc.retry_after if isinstance(exc, Retryable) else None
+        delay = (
+            retry_after
+            if retry_after is not None
+            else full_jitter(row.attempts, self.config.backoff_base, self.config.backoff_max)
+        )
+        retry_at = time.time() + delay
+        error = redactor.scrub(f"{type(exc).__name__}: {exc}")
+        await self.store.retry_later(row.key, retry_at, error)
+        metrics.RETRIES.labels(row.event.platform).inc()
+        elog.warning(
+            "event.retry",
+            error=error,
+            delay_s=round(delay, 3),
+            duration_ms=round((time.monotonic() - started) * 1000, 2),
+            expected=isinstance(exc, Retryable),
+        )
+        return retry_at
+
+    async def _bury(self, row: InboxRow, ctx: Context, exc: Exception, elog: Any) -> None:
+        history = await self.store.history(row.conversation, 20)
+        steps = await self.store.steps(row.key)
+        snapshot = {
+            "attempts": row.attempts,
+            "conversation": row.conversation,
+            "history": [asdict(turn) for turn in history],
+            "steps": steps,
+            "tools": transcript(steps),  # the calls in order, an interrupted one included
+            "pending_replies": [m.text for m in ctx.outbox],
+            "pending_turns": [asdict(turn) for turn in ctx.memory.pending],
+        }
+        error = redactor.scrub(f"{type(exc).__name__}: {exc}")
+        letter = DeadLetter(
+            key=row.key,
+            conversation=row.conversation,
+            event=row.event,
+            error=error,
+            traceback=redactor.scrub("".join(traceback.format_exception(exc))),
+            snapshot=redactor.scrub_value(snapshot),
+        )
+        notice = await self._dead_notice(row)
+        rows = await self.store.bury(letter, notice)
+        metrics.DEAD.labels(row.event.platform).inc()
+        metrics.EVENTS.labels(row.event.platform, "dead").inc()
+        elog.error("event.dead", error=error, fatal=isinstance(exc, Fatal), notice=bool(notice))
+        self.on_checkpoint(rows)
+
+    async def _dead_notice(self, row: InboxRow) -> list[OutMessage]:
+        """The one message that tells the person their message was given up on.
+
+        It is committed with the dead letter, so it is written once per event however
+        many attempts it took, keyed ``{event key}#dead#n`` (never ``#n``, which a
+        successful re-run after ``tether dead retry`` writes). An event that dies again
+        after such a retry already has it: none the second time. None either where no
+        person waits: ``pipeline.dead_notice`` empty, or a chat on no enabled platform
+        (a cron fire without ``deliver`` has the conversation ``cron:{job}``).
+        """
+        event = row.event
+        target = event.conversation.target()
+        if not self.config.dead_notice or target.platform not in self.adapters:
+            return []
+        meta = event.meta.get(REPLY_META)
+        notice = OutMessage(
+            target=target,
+            text=self.config.dead_notice,
+            reply_to=event.message_id,
+            meta=dict(meta) if isinstance(meta, dict) else {},
+        )
+        chunks = self._outbound(f"{row.key}#dead", [notice])
+        written = {out.key for out in await self.store.outbox_rows(row.key)}
+        return [chunk for chunk in chunks if chunk.key not in written]

@@ -1,0 +1,249 @@
+"""What a handler gets: the event, its memory, and the only ways to act on the world.
+
+Handlers never touch the store or an adapter. ``reply``/``send`` queue outbox rows that
+are committed with the checkpoint; ``step`` runs a costly call once per event, across
+retries and crashes; ``llm`` asks the configured models, through ``step`` and within the
+event's token budget.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import structlog
+
+from tether import metrics
+from tether.adapters.base import Adapter
+from tether.buttons import ButtonsSpec, keyboard
+from tether.errors import ButtonError, DownloadError
+from tether.events import REPLY_META, Attachment, Event, OutMessage, Target
+from tether.gateway.handler import files as outgoing
+from tether.gateway.handler.files import FileSpec
+from tether.gateway.handler.task_llm import TaskLLM
+from tether.gateway.handler.tool import Toolset
+from tether.gateway.llm.client import LLM
+from tether.memory.conversation import ConversationMemory
+from tether.memory.roles import HandlerStore
+
+T = TypeVar("T")
+Format = Literal["plain", "html", "markdown"]
+
+
+@dataclass(slots=True, eq=False)
+class Turn:
+    """What the framework carries through one run of a handler, beside its :class:`Context`.
+
+    The context is the handler's API; this is the framework's own per-run object, kept
+    apart as aiogram keeps its ``data`` apart from what a handler declares: the store
+    roles the run reads and writes through, the adapters (a streamed preview, a
+    platform's upload limit), the model client, the tools, and which tool call runs now.
+    The pipeline builds it; framework code reads it with :func:`turn_of`, never through
+    a private field of the context.
+    """
+
+    store: HandlerStore
+    #: The enabled platforms' adapters by name: where ``ctx.send`` may go.
+    adapters: Mapping[str, Adapter] = field(default_factory=dict)
+    llm: LLM | None = None
+    tools: Toolset | None = None
+    downloads: outgoing.Downloader | None = None
+    #: The step of the tool call running now (``tool:{round}:{index}``): a key that is
+    #: stable across re-runs, which a tool can make its own effect idempotent by.
+    tool_step: str | None = None
+
+
+def turn_of(ctx: Context) -> Turn:
+    """The framework's side of ``ctx``'s run (streaming, the tool loop, several agents)."""
+    return ctx._turn
+
+
+def use_llm(ctx: Context, llm: LLM | None) -> None:
+    """Let ``ctx``'s run ask ``llm`` from now on (one agent's view of the gateway's
+    client, ``gateway/agent/accounts.py``); a ``ctx.llm`` made before is dropped."""
+    ctx._turn.llm = llm
+    ctx.__dict__.pop("llm", None)
+
+
+class Context:
+    """What a handler gets for one event: what happened, its memory, and the ways to act.
+
+    A handler may run more than once for the same event (after a retry or a crash), so
+    everything it does goes through the context and is committed in one checkpoint with
+    the event's ``done`` — or not at all. What a handler may use:
+
+    ``ctx.event``
+        The normalized :class:`~tether.events.Event`: ``text``, ``command``/``args``,
+        ``sender``, ``conversation``, ``attachments``, ``raw`` (the platform's payload).
+    ``ctx.memory``
+        The conversation's memory: ``await ctx.memory.history(n)`` reads committed turns;
+        ``add(role, text)`` and ``remember(text)`` are written with the checkpoint.
+    ``await ctx.reply(text, quote=True, format="plain")``, ``await ctx.send(target, text)``
+        Queue a message as an outbox row, sent after the checkpoint and split at the
+        platform's limit; ``send`` takes any enabled chat, e.g. ``"telegram:12345"``.
+        Both take ``buttons=`` (rows of :class:`~tether.buttons.Button`; presses come
+        back as callbacks for ``@router.callback``, docs/buttons.md).
+    ``await ctx.step(name, fn)``
+        Run ``fn`` (sync or async; JSON-serializable result) once per event: a re-run
+        gets the stored result instead of calling it again. Wrap every costly or
+        non-repeatable call in a step.
+    ``ctx.llm``
+        The configured models, within this event's token budget; every call is a step,
+        so a model is never paid twice for one event.
+    ``ctx.log``
+        A structlog logger bound to the event's key, conversation and attempt.
+    ``ctx.conversation``, ``ctx.attempt``, ``ctx.data``
+        The session key (memory and lane), which run this is (1 is the first), and a
+        dict for this run only (a middleware may leave something there for the handler).
+
+    What a handler must not do: touch the store or an adapter, or send on its own. What
+    bypasses the context is neither checkpointed nor safe to repeat. Raise
+    :class:`~tether.errors.Retryable` for transient trouble and
+    :class:`~tether.errors.Fatal` when another attempt cannot help.
+
+    Example::
+
+        from tether import Context, Router
+
+        router = Router()
+
+        @router.command("weather")  # /weather Berlin
+        async def weather(ctx: Context) -> None:
+            city = ctx.event.args or "Berlin"
+            forecast = await ctx.step("forecast", lambda: fetch_forecast(city))
+            ctx.log.info("weather.asked", city=city)
+            await ctx.reply(forecast)
+
+    The manual's page is docs/handlers.md.
+    """
+
+    def __init__(
+        self,
+        event: Event,
+        conversation: str,
+        attempt: int,
+        log: structlog.typing.FilteringBoundLogger,
+        turn: Turn,
+    ) -> None:
+        self.event = event
+        self.conversation = conversation
+        self.attempt = attempt
+        self.log = log
+        self.memory = ConversationMemory(turn.store, conversation)
+        #: The messages queued so far (``reply``/``send``), committed with the checkpoint.
+        self.outbox: list[OutMessage] = []
+        self.data: dict[str, Any] = {}
+        self._turn = turn
+        self._step_names: set[str] = set()
+
+    @functools.cached_property
+    def llm(self) -> TaskLLM:
+        """The LLM with this event's budget. Made on first use: it refers back to the
+        context, and that cycle would otherwise leave every event for the garbage
+        collector instead of freeing it when the event is done."""
+        return TaskLLM(self._turn.llm, self)
+
+    async def reply(
+        self,
+        text: str = "",
+        *,
+        quote: bool = True,
+        format: Format = "plain",
+        buttons: ButtonsSpec | None = None,
+        files: Sequence[FileSpec] = (),
+    ) -> None:
+        """Answer in the event's chat (and thread), quoting the message when ``quote``;
+        ``buttons`` (:class:`~tether.buttons.Button` rows) go under it."""
+        target = self.event.conversation.target()
+        reply_to = self.event.message_id if quote else None
+        # An adapter may ask for data on every reply (Discord: the token of the slash
+        # command being answered); it travels in OutMessage.meta to its send().
+        meta = self.event.meta.get(REPLY_META)
+        await self.send(
+            target,
+            text,
+            reply_to=reply_to,
+            format=format,
+            meta=dict(meta) if isinstance(meta, dict) else None,
+            buttons=buttons,
+            files=files,
+        )
+
+    async def send(
+        self,
+        target: Target | str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        format: Format = "plain",
+        meta: dict[str, Any] | None = None,
+        buttons: ButtonsSpec | None = None,
+        files: Sequence[FileSpec] = (),
+    ) -> None:
+        """Queue a message to any chat, e.g. ``"telegram:12345"``; sent after checkpoint.
+
+        A bad ``buttons`` spec raises :class:`~tether.buttons.ButtonError` here, naming
+        the button and the limit, instead of failing later in the outbox."""
+        if isinstance(target, str):
+            target = Target.parse(target)
+        adapter = self._turn.adapters.get(target.platform)
+        if adapter is None:
+            raise ValueError(f"no enabled platform {target.platform!r} to send to")
+        rows = keyboard(buttons)
+        # Stored now, before the checkpoint commits the row naming them (gateway/core/media.py).
+        stored = await outgoing.store_files(
+            self._turn.store, files, cap=adapter.upload_limit, platform=target.platform
+        )
+        if not text and not stored:
+            if rows:
+                raise ButtonError("buttons need a message text to sit under")
+            return
+        self.outbox.append(
+            OutMessage(
+                target=target,
+                text=text,
+                reply_to=reply_to,
+                format=format,
+                meta=meta or {},
+                buttons=rows,
+                files=stored,
+            )
+        )
+
+    async def download(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
+        """The bytes of a file the person sent (one of ``ctx.event.attachments``), through
+        the platform's file API; :class:`~tether.adapters.media.TooLarge` past
+        ``max_bytes`` (default 20 MB), :class:`~tether.adapters.media.DownloadError` when
+        the platform will not give it. A plain read: calling it again is harmless."""
+        downloads = self._turn.downloads
+        if downloads is None:
+            raise DownloadError("downloads are not available here")
+        cap = outgoing.DEFAULT_MAX_DOWNLOAD if max_bytes is None else max_bytes
+        return await downloads(self.event, attachment, cap)
+
+    async def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` once for this event; a re-run after a retry or crash gets its result.
+
+        ``fn`` may be sync or async. The result is stored as JSON and returned as
+        JSON-decoded data on every run (first or cached), so both paths see the same value.
+        """
+        if name in self._step_names:
+            raise ValueError(f"step {name!r} used twice in one handler run")
+        self._step_names.add(name)
+        if self.attempt > 1:
+            cached = await self._turn.store.step(self.event.key, name)
+            if cached is not None:
+                self.log.info("step.cached", step=name)
+                metrics.STEPS_CACHED.inc()
+                return json.loads(cached)
+        result = fn()
+        if inspect.isawaitable(result):
+            result = await result
+        encoded = json.dumps(result)
+        await self._turn.store.save_step(self.event.key, name, encoded)
+        self.log.info("step.saved", step=name)
+        return json.loads(encoded)

@@ -1,0 +1,73 @@
+"""The one HTTP server per process: probes, metrics, and the adapters' webhook routes.
+
+Adapters add their routes before the server starts; it is up before any webhook is
+registered with a platform, so the first delivery finds it listening.
+
+It faces the internet, so what one client may hold is bounded (``http.read_timeout``,
+``http.max_connections``, 1 MiB bodies): aiohttp's own settings where it has them, and
+:mod:`.http_guard` for what it has not (a body deadline, a connection cap, one log line
+per malformed request instead of a traceback).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from tether.config.schema import HttpConfig
+from tether.gateway.ops.http_guard import CappedSite, RequestLog, body_deadline
+
+log = structlog.get_logger("tether.http")
+
+Readiness = Callable[[], Awaitable[list[str]]]
+
+
+class HttpServer:
+    def __init__(self, config: HttpConfig, readiness: Readiness) -> None:
+        self.host = config.host
+        self.port = config.port
+        self.config = config
+        self.readiness = readiness
+        self.app = web.Application(middlewares=[body_deadline(config.read_timeout)])
+        self.app.router.add_get("/healthz", self._healthz)
+        self.app.router.add_get("/readyz", self._readyz)
+        self.app.router.add_get("/metrics", self._metrics)
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        timeout = self.config.read_timeout
+        self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            logger=RequestLog(),
+            # Also the time a new connection has to send its request head.
+            keepalive_timeout=timeout,
+            # After a 408 or 413, the rest of the body is drained this long, not 10 s.
+            lingering_time=min(timeout, 10.0),
+        )
+        await self._runner.setup()
+        site = CappedSite(self._runner, self.host, self.port, self.config.max_connections)
+        await site.start()
+        for address in self._runner.addresses:  # the real port when 0 was asked for
+            self.port = int(address[1])
+        log.info("http.listening", host=self.host, port=self.port)
+
+    async def stop(self) -> None:
+        if self._runner:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return web.json_response({"status": "alive"})
+
+    async def _readyz(self, _request: web.Request) -> web.Response:
+        problems = await self.readiness()
+        if problems:
+            return web.json_response({"status": "not ready", "reasons": problems}, status=503)
+        return web.json_response({"status": "ready"})
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})

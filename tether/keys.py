@@ -1,0 +1,111 @@
+"""The keys everything durable is found by, made and read in one place.
+
+An inbound event's key is the platform's (``tg:{bot}:{update}``, ``dc:msg:{id}``, …,
+DESIGN.md §3); what Tether derives from it is written here, so that no module splits a
+key string on its own:
+
+- an outbound message is ``{event}#{n}``, the ``n``-th platform message the event's
+  checkpoint wrote (after splitting and files);
+- the notice that an event was given up on is ``{event}#dead#{n}``: never ``#n``, which a
+  successful re-run after ``tether dead retry`` writes;
+- a streamed reply's preview is sent under ``{event}#preview`` (a platform that dedups on
+  a key returns the same message for it);
+- a room relay (an agent hearing another agent's reply) is the event
+  ``room:{outbox key}:{listener}``;
+- a sender is ``{platform}:{sender id}``, the name access and the flood limit know them by.
+
+Outbox keys are parsed from the right: an event key may itself hold ``#`` (a room relay
+names an outbox key), the part after the event's key never does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tether.events import Event
+
+PREVIEW = "preview"
+DEAD = "dead"
+ROOM = "room:"
+#: Platforms whose "senders" are the operator or the gateway itself (the terminal, the
+#: console's web chat, a cron fire): trusted by access, never flood-limited.
+TRUSTED_PLATFORMS = frozenset({"console", "cron", "web"})
+
+_OUTBOX = re.compile(r"(?P<event>.+?)(?P<dead>#dead)?#(?P<n>\d+)")
+_PREVIEW = re.compile(r"(?P<event>.+)#preview")
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxKey:
+    """An outbox row's key read back: the event it answers and which message it is."""
+
+    event: str
+    #: Position among the event's messages (``#n``); None for a preview.
+    index: int | None
+    #: The dead-letter notice (``#dead#n``), not an answer.
+    dead: bool = False
+
+    @classmethod
+    def parse(cls, key: str) -> OutboxKey:
+        """ValueError for a key no checkpoint writes."""
+        found = _OUTBOX.fullmatch(key)
+        if found:
+            return cls(found["event"], int(found["n"]), dead=found["dead"] is not None)
+        found = _PREVIEW.fullmatch(key)
+        if found:
+            return cls(found["event"], None)
+        raise ValueError(f"not an outbox key: {key!r}")
+
+    @property
+    def preview(self) -> bool:
+        return self.index is None
+
+    @property
+    def first(self) -> bool:
+        """The first message of an answer: the one that quotes, or edits a preview."""
+        return self.index == 0 and not self.dead
+
+    def __str__(self) -> str:
+        if self.index is None:
+            return preview_key(self.event)
+        return dead_key(self.event, self.index) if self.dead else outbox_key(self.event, self.index)
+
+
+def outbox_key(event: str, index: int) -> str:
+    return f"{event}#{index}"
+
+
+def dead_key(event: str, index: int) -> str:
+    """Where the notice of a given-up event goes: ``dead_key(event, n)``."""
+    return f"{event}#{DEAD}#{index}"
+
+
+def dead_prefix(event: str) -> str:
+    """The prefix :func:`dead_key` numbers from (the pipeline splits the notice like any
+    reply, then numbers its chunks)."""
+    return f"{event}#{DEAD}"
+
+
+def preview_key(event: str) -> str:
+    return f"{event}#{PREVIEW}"
+
+
+def event_of(outbox: str) -> str:
+    """The event key an outbox key answers (``{event}#{n}`` → ``{event}``)."""
+    return OutboxKey.parse(outbox).event
+
+
+def room_key(outbox: str, listener: str) -> str:
+    """The relay event that lets agent ``listener`` hear the reply sent as ``outbox``."""
+    return f"{ROOM}{outbox}:{listener}"
+
+
+def is_relay(event: str) -> bool:
+    """Is this event another agent's reply relayed in a room (not a person's message)?"""
+    return event.startswith(ROOM)
+
+
+def sender_name(event: Event) -> str:
+    """``platform:sender id``, the name access and the flood limit know a sender by."""
+    return f"{event.platform}:{event.sender.id}" if event.sender else event.platform
