@@ -97,6 +97,13 @@ class Adapter(abc.ABC):
         ``Send*`` errors as :meth:`send` (an edit is idempotent: retrying is always safe)."""
         raise SendFatal(f"{self.platform or 'this platform'} cannot edit messages")
 
+    def account_key(self, key: str) -> str | None:
+        """``key``, one of this adapter's event keys, as this account's own: where two of
+        our accounts can receive one platform message (several agents in a channel),
+        the key must name the account that received it. None where the key already
+        does (Telegram's ``tg:{bot}:{update}``), or the account is not known yet."""
+        return None
+
     def limits(self, target: Target) -> list[Limit]:
         """The token buckets one send to ``target`` draws from."""
         return []

@@ -29,6 +29,7 @@ from tether.adapters.base import Adapter, Sent
 from tether.config.schema import Settings
 from tether.errors import GatewayError
 from tether.events import Conversation, Event, Kind, OutMessage, Sender, parse_command
+from tether.keys import event_of, is_preview
 
 if TYPE_CHECKING:
     from tether.adapters.base import Ingress
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The longest message the page may send, in characters.
 MAX_TEXT = 8000
-#: A streamed reply's preview message ends its key with this (gateway/agent/streaming.py).
-PREVIEW = "#preview"
 #: Previews kept at most (each is dropped once its answer is in the store).
 MAX_PREVIEWS = 1000
 
@@ -100,19 +99,19 @@ class WebAdapter(Adapter):
         return new
 
     async def send(self, message: OutMessage) -> Sent:
-        if message.key.endswith(PREVIEW):
+        if is_preview(message.key):
             self._preview(message)
         return Sent(platform_id=message.key)
 
     async def edit(self, message: OutMessage, platform_id: str) -> Sent:
         """A streamed reply's preview edited as the model writes, or (a row of the outbox)
         replaced by the answer, which the page then reads from the store."""
-        if message.key.endswith(PREVIEW):
+        if is_preview(message.key):
             self._preview(message)
         return Sent(platform_id=platform_id)
 
     def _preview(self, message: OutMessage) -> None:
-        self._previews[message.key.removesuffix(PREVIEW)] = (message.target.chat_id, message.text)
+        self._previews[event_of(message.key)] = (message.target.chat_id, message.text)
         while len(self._previews) > MAX_PREVIEWS:
             self._previews.pop(next(iter(self._previews)))
 

@@ -172,13 +172,14 @@ def test_discord_keys_name_the_bot_and_remember_the_old_key(
 ) -> None:
     """Two bots receiving one message (or one edit) get two keys; each knows the key a
     one-agent Tether gave it."""
-    from tether.adapters.loopback import LoopbackAdapter
+    from tether.adapters.discord import DiscordAdapter
+    from tether.config.platforms import DiscordConfig
     from tether.events import Conversation, Event
     from tether.gateway.agent.accounts import AccountInbox
 
     def inbox_of(bot_id: int) -> AccountInbox:
-        adapter = LoopbackAdapter()
-        adapter.bot_id = bot_id  # type: ignore[attr-defined]
+        adapter = DiscordAdapter(DiscordConfig(token="t0ken-for-tests"))
+        adapter.bot_id = bot_id  # known once logged in; the adapter makes the key from it
         return AccountInbox(SHELL, f"discord@bot{bot_id}", adapter, lambda _e: False)  # type: ignore[arg-type]
 
     for old in (f"dc:msg:{message}", f"dc:edit:{message}:{stamp}", f"dc:int:{message}"):

@@ -22,8 +22,9 @@ import pytest
 
 from tests.conftest import make_settings
 from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, FakeDiscord
-from tether.adapters.loopback import LoopbackAdapter
+from tether.adapters.feishu import FeishuAdapter
 from tether.config import Settings
+from tether.config.platforms import FeishuConfig
 from tether.events import Conversation, Event, Sender
 from tether.gateway.agent.accounts import AccountInbox
 from tether.gateway.app import Gateway
@@ -129,15 +130,6 @@ async def test_a_one_agent_store_keeps_deduplicating_after_the_upgrade(
         await check.store.close()
 
 
-class _App:
-    app_id = "cli_app_b"
-
-
-class _FeishuLike(LoopbackAdapter):
-    platform = "feishu"
-    config = _App()
-
-
 async def test_feishu_keys_name_the_app_and_honour_the_old_key() -> None:
     """Stamping alone: ``fs:msg:{id}`` becomes ``fs:{app_id}:msg:{id}``; a row under the
     old key makes the message a duplicate; ``fs:evt:`` keys are per app already."""
@@ -146,7 +138,7 @@ async def test_feishu_keys_name_the_app_and_honour_the_old_key() -> None:
     gateway = Gateway(settings, {}, store=store, http=False, scheduler=False)
     await store.open()
     try:
-        adapter = _FeishuLike()
+        adapter = FeishuAdapter(FeishuConfig(app_id="cli_app_b", app_secret="s3cret-for-tests"))
         inbox = AccountInbox(gateway.inbox, "feishu@bob", adapter, lambda _e: False)
 
         def message(key: str) -> Event:

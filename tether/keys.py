@@ -96,6 +96,21 @@ def event_of(outbox: str) -> str:
     return OutboxKey.parse(outbox).event
 
 
+def is_preview(key: str) -> bool:
+    """Is this outbox key a streamed reply's preview (sent before the checkpoint)?"""
+    return _PREVIEW.fullmatch(key) is not None
+
+
+def first_of_answer(key: str) -> bool:
+    """Is this the first message of an answer (``#0``): the one that quotes the message
+    answered, edits a preview, or completes a Discord interaction? False for any key no
+    checkpoint writes (a preview, a test's own)."""
+    try:
+        return OutboxKey.parse(key).first
+    except ValueError:
+        return False
+
+
 def room_key(outbox: str, listener: str) -> str:
     """The relay event that lets agent ``listener`` hear the reply sent as ``outbox``."""
     return f"{ROOM}{outbox}:{listener}"

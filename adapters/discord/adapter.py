@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.discord")
+#: The keys several of our accounts receive alike (normalize's), before :meth:`account_key`.
+_SHARED_KEY = re.compile(r"dc:(msg|edit):(.+)")
 
 _TOKEN_REJECTED = "platforms.discord.token was rejected by Discord (GET /users/@me: 401)"
 
@@ -104,6 +107,14 @@ class DiscordAdapter(Adapter):
             application_id=self.application_id,
             intents=self.config.intents,
         )
+
+    def account_key(self, key: str) -> str | None:
+        """``dc:msg:{id}`` → ``dc:{bot_id}:msg:{id}`` (and edits alike): every bot in a
+        channel receives its messages, each under its own key."""
+        found = _SHARED_KEY.fullmatch(key)
+        if found is None or self.bot_id is None:
+            return None
+        return f"dc:{self.bot_id}:{found.group(1)}:{found.group(2)}"
 
     async def start(self, inbox: Ingress) -> None:
         self._task = asyncio.create_task(self._ingress.run(inbox), name="discord-gateway")

@@ -28,6 +28,7 @@ from tether.adapters.media import check_stated, fetch
 from tether.errors import DownloadError
 from tether.events import Attachment, OutMessage
 from tether.files import Upload
+from tether.keys import first_of_answer
 
 log = structlog.get_logger("tether.discord")
 
@@ -44,7 +45,7 @@ async def send_files(client: discord.Client, message: OutMessage, files: Sequenc
     interaction = message.meta.get("interaction")
     if (
         isinstance(interaction, dict)
-        and message.key.endswith("#0")
+        and first_of_answer(message.key)
         and float(interaction.get("expires", 0)) - INTERACTION_MARGIN > time.time()
     ):
         shown = message.model_copy(update={"text": message.text or "(files below)"})

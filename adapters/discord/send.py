@@ -31,6 +31,7 @@ from tether.adapters.discord.buttons import components, send_with_buttons
 from tether.adapters.kit import describe
 from tether.errors import SendAmbiguous, SendError, SendFatal, SendRetryable
 from tether.events import OutMessage
+from tether.keys import first_of_answer
 
 log = structlog.get_logger("tether.discord")
 
@@ -85,7 +86,7 @@ def classify(exc: discord.HTTPException) -> SendError:
 
 async def _deliver(client: discord.Client, message: OutMessage) -> Sent:
     interaction = message.meta.get("interaction")
-    if isinstance(interaction, dict) and message.key.endswith("#0"):
+    if isinstance(interaction, dict) and first_of_answer(message.key):
         if float(interaction.get("expires", 0)) - INTERACTION_MARGIN > time.time():
             try:
                 return await _edit_original(client, interaction, message)

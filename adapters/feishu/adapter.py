@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from tether.adapters.base import Ingress
 
 log = structlog.get_logger("tether.feishu")
+#: The keys several of our accounts receive alike (normalize's), before :meth:`account_key`.
+_SHARED_KEY = re.compile(r"fs:msg:(.+)")
 
 
 class FeishuAdapter(Adapter):
@@ -146,6 +149,12 @@ class FeishuAdapter(Adapter):
             )
         bot = data.get("bot")
         return bot if isinstance(bot, dict) else {}
+
+    def account_key(self, key: str) -> str | None:
+        """``fs:msg:{id}`` → ``fs:{app_id}:msg:{id}``: every app in a chat receives its
+        messages, each under its own key."""
+        found = _SHARED_KEY.fullmatch(key)
+        return f"fs:{self.config.app_id}:msg:{found.group(1)}" if found else None
 
     async def start(self, inbox: Ingress) -> None:
         self._inbox = inbox

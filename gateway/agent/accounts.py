@@ -37,6 +37,7 @@ from tether.gateway.core.inbox import Inbox
 from tether.gateway.handler.context import turn_of, use_llm
 from tether.gateway.handler.routing import Middleware, Route, Router
 from tether.gateway.llm.client import LLM, Completion
+from tether.keys import is_relay
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -123,9 +124,6 @@ def build_agent_adapters(settings: Settings) -> dict[str, Adapter]:
 
 # -- ingress ----------------------------------------------------------------------------
 
-_DISCORD = re.compile(r"dc:(msg|edit):(.+)")
-_FEISHU = re.compile(r"fs:msg:(.+)")
-
 
 class AccountInbox(Inbox):
     """The inbox as one account's adapter sees it: what it accepts is stamped with the
@@ -155,28 +153,13 @@ class AccountInbox(Inbox):
         self.adapter = adapter
         self.ours = ours
 
-    def receiver(self) -> str | None:
-        """The id that names this account in keys: a Discord bot's user id (known once
-        logged in), a Feishu app id; None where keys need none (Telegram's have it)."""
-        if self.platform == "discord":
-            bot_id = getattr(self.adapter, "bot_id", None)
-            return str(bot_id) if bot_id is not None else None
-        if self.platform == "feishu":
-            config = getattr(self.adapter, "config", None)
-            app_id = getattr(config, "app_id", None)
-            return str(app_id) if app_id else None
-        return None
-
     def stamp(self, event: Event) -> tuple[Event, str | None]:
-        """``event`` as this account's, and the pre-agents key it had (or None)."""
+        """``event`` as this account's, and the pre-agents key it had (or None). The
+        adapter knows its platform's keys (:meth:`~tether.adapters.base.Adapter.account_key`)."""
         key, legacy = event.key, None
-        receiver = self.receiver()
-        if receiver is not None:
-            found = (_DISCORD if self.platform == "discord" else _FEISHU).fullmatch(key)
-            if found and self.platform == "discord":
-                legacy, key = key, f"dc:{receiver}:{found.group(1)}:{found.group(2)}"
-            elif found:
-                legacy, key = key, f"fs:{receiver}:msg:{found.group(1)}"
+        scoped = self.adapter.account_key(key)
+        if scoped is not None:
+            legacy, key = key, scoped
         conversation = event.conversation.model_copy(update={"platform": self.name})
         meta = {**event.meta, AGENT: self.agent}
         return event.model_copy(
@@ -290,7 +273,7 @@ class AgentsRouter(Router):
                     view = self._llms[agent] = AgentLLM(shared, self.settings[agent])
                 use_llm(ctx, view)
             ctx.log = ctx.log.bind(agent=agent)
-            source = "room" if event.key.startswith("room:") else "platform"
+            source = "room" if is_relay(event.key) else "platform"
             ctx.log.info("agent.handling", source=source)
             with structlog.contextvars.bound_contextvars(agent=agent):
                 return await handler(event, data)
@@ -314,7 +297,7 @@ def _agent_router(name: str, spec: AgentSpec, router: Router) -> Router:
         places = [f"{event.platform}:{event.conversation.chat_id}"]
         if event.sender:
             places.append(f"{event.platform}:{event.sender.id}")
-        if event.key.startswith("room:") or any(pattern.match(p) for p in places):
+        if is_relay(event.key) or any(pattern.match(p) for p in places):
             return await handler(event, data)
         data["ctx"].log.info("agent.access_denied", agent=name, places=places)
         return None

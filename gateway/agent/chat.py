@@ -58,8 +58,8 @@ async def converse(ctx: Context, text: str | None = None) -> str:
     ctx.memory.add("user", seen.memory_text)
     # Tools the model asks for run in between, each at most once (docs/tools.md).
     reply = await StreamedReply.open(ctx)  # shown while it is written (streaming.py)
-    async with reply.streaming():
-        completion = await chat_with_tools(ctx, prompt.messages, name="reply")
+    async with reply.streaming() as on_text:
+        completion = await chat_with_tools(ctx, prompt.messages, name="reply", stream=on_text)
     answer = completion.text.strip() or "(the model returned an empty answer)"
     ctx.memory.add("assistant", answer)
     await reply.send(EDITED + answer if event.kind is Kind.EDIT else answer)  # Markdown

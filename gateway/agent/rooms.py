@@ -43,6 +43,7 @@ from tether.config.schema import Settings
 from tether.events import Conversation, Event, Kind, Sender
 from tether.gateway.agent.accounts import AGENT, AGENT_EVENTS, AccountInbox, split_account
 from tether.gateway.core.inbox import Inbox
+from tether.keys import OutboxKey, room_key
 from tether.memory.records import OutboxRow
 
 log = structlog.get_logger("tether.rooms")
@@ -118,9 +119,10 @@ class Rooms:
     async def _relay(self, row: OutboxRow) -> None:
         message = row.message
         platform, speaker = split_account(message.target.platform)
-        if speaker is None or speaker not in self.agents or "#dead#" in row.key:
+        answered = OutboxKey.parse(row.key)
+        if speaker is None or speaker not in self.agents or answered.dead:
             return
-        source = await self.inbox.store.inbox_row(row.key.rpartition("#")[0])
+        source = await self.inbox.store.inbox_row(answered.event)
         if source is None:
             return
         origin = source.event
@@ -210,7 +212,7 @@ class Rooms:
             ROOM: {"depth": depth, "from": speaker, "outbox": row.key},
         }
         return Event(
-            key=f"room:{row.key}:{listener}",
+            key=room_key(row.key, listener),
             platform=platform,
             kind=Kind.MESSAGE,
             conversation=conversation,

@@ -1,6 +1,6 @@
 """A reply shown while the model writes it: one preview message, edited as text arrives.
 
-The ``llm`` agent's answer is streamed (:mod:`.llm_stream`) into a :class:`StreamedReply`:
+The ``llm`` agent's answer is streamed (``gateway/llm/stream.py``) into a :class:`StreamedReply`:
 once the model has been writing for :data:`FIRST_AFTER` seconds, a preview message is
 sent, then edited with the text so far, at most once per the adapter's
 ``edit_interval`` (Telegram: about one edit a second per chat) and ``edit_limit``
@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from tether import metrics
@@ -46,7 +46,7 @@ from tether.errors import SendRetryable
 from tether.events import REPLY_META, OutMessage
 from tether.gateway.core.edits import EDIT_META
 from tether.gateway.handler.context import turn_of
-from tether.gateway.llm.stream import LISTENER
+from tether.keys import preview_key
 from tether.redaction import redactor
 from tether.text import split_text
 
@@ -98,17 +98,17 @@ class StreamedReply:
         return cls(ctx, adapter if stream or preview else None, preview)
 
     @contextlib.asynccontextmanager
-    async def streaming(self) -> AsyncIterator[None]:
-        """Around the model call: its text goes to the preview while it arrives."""
+    async def streaming(self) -> AsyncIterator[Callable[[str], None] | None]:
+        """Around the model call: yields what the call hands its text to as it arrives
+        (``ctx.llm.chat(stream=...)``), which goes on to the preview; None when this
+        reply is not streamed."""
         if self.adapter is None:
-            yield
+            yield None
             return
-        token = LISTENER.set(self._update)
         pump = asyncio.create_task(self._pump(self.adapter), name=f"stream {self.ctx.event.key}")
         try:
-            yield
+            yield self._update
         finally:
-            LISTENER.reset(token)
             self._done.set()
             # A preview send in flight is finished, not cut off: cancelling it could
             # leave a message in the chat whose id was never saved.
@@ -183,7 +183,7 @@ class StreamedReply:
     async def _show(self, adapter: Adapter, text: str) -> None:
         event = self.ctx.event
         message = OutMessage(
-            key=f"{event.key}#preview", target=self._target, text=text,
+            key=preview_key(event.key), target=self._target, text=text,
             reply_to=event.message_id, format="markdown", meta=self._meta,
         )  # fmt: skip
         if self.preview is None:

@@ -35,6 +35,7 @@ from tether.gateway.handler.context import Context, Turn
 from tether.gateway.handler.routing import Router, call
 from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
+from tether.keys import dead_key, outbox_key
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow
 from tether.memory.roles import EventStore, OutboxStore
 from tether.redaction import redactor
@@ -133,19 +134,23 @@ class Pipeline:
         self.on_checkpoint(rows)
         return None
 
-    def _outbound(self, key: str, messages: Sequence[OutMessage]) -> list[OutMessage]:
-        """Split each reply at its platform's limit and give every chunk its key."""
+    def _outbound(
+        self, key: str, messages: Sequence[OutMessage], *, dead: bool = False
+    ) -> list[OutMessage]:
+        """Split each reply at its platform's limit and give every chunk its key
+        (``{event}#{n}``, or the dead notice's ``{event}#dead#{n}``: :mod:`tether.keys`)."""
+        number = dead_key if dead else outbox_key
         out: list[OutMessage] = []
         for message in messages:
             adapter = self.adapters[message.target.platform]
             if message.files:  # one row per platform message: gateway/core/media.py
                 for part in media.parts(message, adapter):
-                    out.append(part.model_copy(update={"key": f"{key}#{len(out)}"}))
+                    out.append(part.model_copy(update={"key": number(key, len(out))}))
                 continue
             length = adapter.length_for(message.format)
             chunks = split_text(message.text, adapter.text_limit, length)
             for index, chunk in enumerate(chunks):
-                update: dict[str, Any] = {"key": f"{key}#{len(out)}", "text": chunk}
+                update: dict[str, Any] = {"key": number(key, len(out)), "text": chunk}
                 if index:  # only the first chunk quotes (or edits); the rest follow it
                     update["reply_to"] = None
                     update["meta"] = without_edit(message.meta)
@@ -223,6 +228,6 @@ class Pipeline:
             reply_to=event.message_id,
             meta=dict(meta) if isinstance(meta, dict) else {},
         )
-        chunks = self._outbound(f"{row.key}#dead", [notice])
+        chunks = self._outbound(row.key, [notice], dead=True)
         written = {out.key for out in await self.store.outbox_rows(row.key)}
         return [chunk for chunk in chunks if chunk.key not in written]

@@ -24,6 +24,7 @@ from tether.gateway.llm.client import (
     MIN_COMPLETION_TOKENS,
     Completion,
     Message,
+    Request,
 )
 from tether.gateway.llm.tool_tokens import extra_tokens
 from tether.memory import tokens
@@ -75,13 +76,16 @@ class TaskLLM:
         name: str = "chat",
         response_format: dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
+        stream: Callable[[str], None] | None = None,
     ) -> Completion:
         """Ask for a completion of ``messages`` (OpenAI chat format).
 
         ``model`` names a configured model to use instead of the routed one; ``name``
         names the memoized step (``llm:NAME``, numbered when a handler calls it again);
         ``response_format`` is passed to the API as is (e.g. a ``json_schema``), and
-        ``tools`` too (the tool loop's schemas: the answer may hold ``tool_calls``).
+        ``tools`` too (the tool loop's schemas: the answer may hold ``tool_calls``);
+        ``stream`` is called with the text so far while the answer arrives (a re-run
+        that finds the step stored gets the whole text back, and no stream).
         Raises BudgetExceeded before a call that could cross a budget, Retryable when no
         model answered or on 429, Fatal on a request the API refuses.
         """
@@ -103,9 +107,8 @@ class TaskLLM:
         async def call() -> dict[str, Any]:
             cap = await self._room(step, candidates[0], messages, max_tokens, tools)
             scope = self._ctx.log.bind(step=step)
-            return asdict(
-                await llm.answer(candidates, messages, cap, scope, response_format, tools)
-            )
+            request = Request(messages, cap, response_format, tools, stream)
+            return asdict(await llm.answer(candidates, request, scope))
 
         result = Completion(**await self._ctx.step(step, call))
         self.spent += result.tokens

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,22 @@ class Completion:
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One question for the model, whichever candidate ends up answering it."""
+
+    messages: list[Message]
+    max_tokens: int
+    #: Passed to the API as is (reflection's ``json_schema``); never streamed: its text
+    #: is JSON, not for a person.
+    response_format: dict[str, Any] | None = None
+    #: The tool loop's schemas: the answer may hold ``tool_calls``.
+    tools: list[dict[str, Any]] | None = None
+    #: Called with the whole text so far while a streamed answer arrives (the agent's
+    #: preview, ``gateway/agent/streaming.py``); None asks for one plain response.
+    on_text: Callable[[str], None] | None = None
 
 
 class Unavailable(Exception):
@@ -184,11 +201,8 @@ class LLM:
     async def answer(
         self,
         candidates: list[str],
-        messages: list[Message],
-        cap: int,
+        request: Request,
         scope: structlog.typing.FilteringBoundLogger,
-        response_format: dict[str, Any] | None = None,
-        tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
         """The first answer of ``candidates`` in order, past the open circuit breakers;
         Retryable when none answered (at a due probe when every one was skipped), Fatal
@@ -203,11 +217,9 @@ class LLM:
                 skipped.append(breaker.wait())
                 scope.info("llm.breaker_skip", model=candidate)
                 continue
-            estimate = tokens.count_messages(messages, self.encoding(candidate))
+            estimate = tokens.count_messages(request.messages, self.encoding(candidate))
             try:
-                completion = await self.complete(
-                    candidate, messages, cap, estimate, response_format, tools
-                )
+                completion = await self.complete(candidate, request, estimate)
             except (Unavailable, KeysRefused) as exc:
                 if isinstance(exc, KeysRefused):
                     breaker.released()  # the keys failed, not the model
@@ -231,24 +243,14 @@ class LLM:
             )
         raise Retryable("no model answered: " + "; ".join(errors))
 
-    async def complete(
-        self,
-        name: str,
-        messages: list[Message],
-        max_tokens: int,
-        estimate: int,
-        response_format: dict[str, Any] | None = None,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> Completion:
+    async def complete(self, name: str, request: Request, estimate: int) -> Completion:
         """One call to model ``name`` with the first key of its pool that answers."""
         provider = self.model(name).provider
         pool = self.pools[provider]
         refused: list[int] = []
         for key in pool.order():
             try:
-                completion = await self._call(
-                    name, key, messages, max_tokens, estimate, response_format, tools
-                )
+                completion = await self._call(name, key, request, estimate)
             except KeyProblem as exc:
                 if exc.status == 429:
                     pool.cool(key, exc.retry_after)
@@ -270,16 +272,7 @@ class LLM:
             retry_after=wait,
         )
 
-    async def _call(
-        self,
-        name: str,
-        key: Key,
-        messages: list[Message],
-        max_tokens: int,
-        estimate: int,
-        response_format: dict[str, Any] | None = None,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> Completion:
+    async def _call(self, name: str, key: Key, request: Request, estimate: int) -> Completion:
         """One request; errors mapped to Unavailable / KeyProblem / Retryable / Fatal."""
         import openai
 
@@ -288,17 +281,17 @@ class LLM:
         extra: dict[str, Any] = {}
         if cfg.temperature is not None:
             extra["temperature"] = cfg.temperature
-        if response_format is not None:  # structured output (reflection's proposal)
-            extra["response_format"] = response_format
-        if tools and cfg.tools:  # the agent's tool loop (gateway/tools/loop.py)
-            extra["tools"] = tools
+        if request.response_format is not None:  # structured output (reflection's proposal)
+            extra["response_format"] = request.response_format
+        if request.tools and cfg.tools:  # the agent's tool loop (gateway/tools/loop.py)
+            extra["tools"] = request.tools
         started = time.monotonic()
         try:
-            # Streamed when the agent shows this answer as it is written (llm_stream.py).
-            response = await creator(client, response_format)(
+            # Streamed when the agent shows this answer as it is written (.stream).
+            response = await creator(client, request.response_format, request.on_text)(
                 model=cfg.model,
-                messages=messages,
-                max_tokens=max_tokens,
+                messages=request.messages,
+                max_tokens=request.max_tokens,
                 **extra,
             )
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:

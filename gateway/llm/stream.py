@@ -1,9 +1,10 @@
 """A model call that streams: the answer's text is handed on as it arrives.
 
-:class:`~tether.gateway.llm.client.LLM` asks for a stream only when a listener is set in
-:data:`LISTENER` for the running task (the ``llm`` agent's reply, :mod:`.streaming`),
-so no signature between the agent and the SDK changes and every other call (summaries,
-reflection, structured output) stays one plain request. The streamed call returns the
+:class:`~tether.gateway.llm.client.LLM` asks for a stream only when the request says
+who waits for the text (``Request.on_text``: the ``llm`` agent's reply shown while it is
+written, ``gateway/agent/streaming.py``); every other call (summaries, reflection,
+structured output) stays one plain request. The request carries it down the call chain
+as a value, so what streams is visible in every signature it passes. The streamed call returns the
 same ``ChatCompletion`` a plain one does — the text, the tool calls put back together
 from their deltas, and the usage (``stream_options.include_usage``) — so routing, key
 pools, budgets and the memoized step treat both alike: a re-run gets the stored final
@@ -14,24 +15,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import openai
     from openai.types.chat import ChatCompletion
 
-#: Called with the whole text so far each time more of it arrives. Set by
-#: :mod:`.streaming` around the one call whose answer is shown while it is written.
-LISTENER: ContextVar[Callable[[str], None] | None] = ContextVar("tether_stream", default=None)
-
 
 def creator(
-    client: openai.AsyncOpenAI, response_format: dict[str, Any] | None
+    client: openai.AsyncOpenAI,
+    response_format: dict[str, Any] | None,
+    listener: Callable[[str], None] | None,
 ) -> Callable[..., Awaitable[Any]]:
-    """``client.chat.completions.create``, streamed when a listener is waiting for text
+    """``client.chat.completions.create``, streamed when ``listener`` waits for the text
     (structured output is never streamed: its text is JSON, not for a person)."""
-    listener = LISTENER.get()
     if listener is None or response_format is not None:
         return client.chat.completions.create
 

@@ -14,6 +14,7 @@ replays the rounds without paying for them again and runs no finished tool twice
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tether.gateway.handler.context import turn_of
@@ -31,22 +32,27 @@ ROUNDS_USED = (
 
 
 async def chat_with_tools(
-    ctx: Context, messages: list[Message], *, name: str = "reply"
+    ctx: Context,
+    messages: list[Message],
+    *,
+    name: str = "reply",
+    stream: Callable[[str], None] | None = None,
 ) -> Completion:
     """The model's final answer to ``messages``, after the tool calls it asked for.
 
     Without tools (no toolbox, or none offered in this turn) this is one plain
-    ``ctx.llm.chat`` call, the same step as before tools existed.
+    ``ctx.llm.chat`` call, the same step as before tools existed. ``stream`` is handed
+    every round's text as it arrives (the reply's preview).
     """
     toolbox = turn_of(ctx).tools
     tools = await toolbox.tools(ctx) if toolbox else {}
     if not tools:
-        return await ctx.llm.chat(messages, name=name)
+        return await ctx.llm.chat(messages, name=name, stream=stream)
     schemas = [tool.schema() for tool in tools.values()]
     limit = ctx.llm.settings.agent.max_tool_rounds
     transcript = list(messages)
     for round_ in range(limit):
-        completion = await ctx.llm.chat(transcript, name=name, tools=schemas)
+        completion = await ctx.llm.chat(transcript, name=name, tools=schemas, stream=stream)
         if not completion.tool_calls:
             return completion
         # A server that sends no call ids (some local ones) gets positional ones.
@@ -60,4 +66,4 @@ async def chat_with_tools(
             transcript.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     ctx.log.warning("tool.rounds_exhausted", rounds=limit)
     transcript.append({"role": "system", "content": ROUNDS_USED})
-    return await ctx.llm.chat(transcript, name=name)
+    return await ctx.llm.chat(transcript, name=name, stream=stream)

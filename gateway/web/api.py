@@ -29,6 +29,7 @@ from tether.cron import stamp
 from tether.gateway.web.auth import COOKIE, LOGIN_COOKIE, SID, Auth, over_tls, safe_next
 from tether.gateway.web.host import ConsoleHost
 from tether.gateway.web.render import Renderer
+from tether.keys import event_of
 from tether.memory import tokens
 from tether.scheduler.jobs import manual_cursor, now_utc
 
@@ -47,7 +48,7 @@ async def retry(host: ConsoleHost, key: str) -> bool:
     if row is not None and row.status == "received":
         await host.dispatcher.submit([row])
     else:  # an outbox row (``{event}#{n}``): into its chat's send lane
-        rows = await host.store.outbox_rows(key.rsplit("#", 1)[0])
+        rows = await host.store.outbox_rows(event_of(key))
         host.outbox.enqueue([out for out in rows if out.key == key])
     return True
 
@@ -197,7 +198,7 @@ class Actions:
             return web.json_response({"error": "chat: 1-64 characters"}, status=400)
         adapter = self._web()
         lines = await self.host.store.chat_log(f"web:{chat}")
-        answered = {line.key.rsplit("#", 1)[0] for line in lines if line.role == "agent"}
+        answered = {event_of(line.key) for line in lines if line.role == "agent"}
         return web.json_response(
             {
                 "lines": [
