@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
-from tether.memory.sql import STEP, Statement
+from tether.memory.sql.statements import STEP, Statement
 
 #: The largest file a reply may carry: Telegram's bot upload limit (Discord's is 10 MB
 #: without boosts, Feishu's 30 MB for files and 10 MB for images; they refuse more).

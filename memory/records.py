@@ -2,7 +2,7 @@
 
 They live apart from the role protocols (:mod:`tether.memory.roles`) so that a module
 that only reads a :class:`Turn` or builds a :class:`MemoryChanges` does not depend on
-the store's whole interface. (``tether.memory.rows`` is something else: the SQL stores'
+the store's whole interface. (``tether.memory.sql.rows`` is something else: the SQL stores'
 decoders from database rows to these.)
 
 Inbox statuses:  received → running → done | retry_wait | dead

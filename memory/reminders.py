@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from tether.memory.sql import ACCEPT
+from tether.memory.sql.statements import ACCEPT
 
 ReminderStatus = Literal["active", "done", "cancelled"]
 
@@ -88,7 +88,7 @@ def _select(rows: list[Reminder], conversation: str | None, active: bool) -> lis
 
 
 class SqlReminders:
-    """The reminders role over SQL, for :class:`~tether.memory.sqlstore.SqlStore`."""
+    """The reminders role over SQL, for :class:`~tether.memory.sql.store.SqlStore`."""
 
     if TYPE_CHECKING:  # provided by SqlStore and its engine
 
@@ -122,7 +122,7 @@ class SqlReminders:
 
 
 class MemoryReminders:
-    """The reminders role in a dict, for :class:`~tether.memory.inmemory.MemoryStore`."""
+    """The reminders role in a dict, for :class:`~tether.memory.inmemory.store.MemoryStore`."""
 
     _reminder_rows: dict[str, Reminder] | None = None
 

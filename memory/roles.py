@@ -14,10 +14,11 @@ Roles, in the order an event meets them:
 - :class:`StepStore`: the memoized results of a handler's ``ctx.step``;
 - :class:`OutboxStore`: the replies a checkpoint wrote, until they are sent;
 - :class:`ConversationStore`: history, the context window, summary, facts and spend;
-- :class:`PairingStore`: who asked to talk to the bot and who was approved;
-- :class:`ReportStore`: counts, spend, activity and dead letters, for status and the CLI;
+- :class:`BlobStore`: the bytes of a reply's files, stored before its checkpoint;
 - :class:`ReminderStore`: reminders and recurring jobs made from chat.
-- :class:`ConsoleStore`: the web console's reads (series, events, timelines, chats).
+
+The roles that serve the operator rather than an event (pairing, ``tether status``,
+the console) are in :mod:`tether.memory.operator`.
 
 Why protocols whose methods are also ``abc.abstractmethod``: a consumer (and a test's
 fake) only has to be shaped right, not inherit anything; and a store that does subclass
@@ -32,7 +33,6 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from tether.events import Event, OutMessage
-from tether.memory.console import ChatLine, ConversationInfo, EventInfo, SendInfo, Timeline
 from tether.memory.records import (
     ConversationState,
     DeadLetter,
@@ -41,7 +41,6 @@ from tether.memory.records import (
     MemoryChanges,
     OutboxRow,
     OutboxStatus,
-    Pairing,
     Turn,
     Usage,
     Window,
@@ -267,27 +266,6 @@ class ConversationStore(Protocol):
         """
 
 
-class PairingStore(Protocol):
-    """Access control's memory: pending pairing requests and approved senders."""
-
-    @abc.abstractmethod
-    async def pairing(self, platform: str, user_id: str) -> Pairing | None: ...
-
-    @abc.abstractmethod
-    async def request_pairing(self, platform: str, user_id: str, name: str, code: str) -> Pairing:
-        """Record a pending request with ``code``, or return the sender's existing one."""
-
-    @abc.abstractmethod
-    async def approve_pairing(self, code: str) -> Pairing | None:
-        """Approve the request with ``code`` (case-insensitive); None if there is none."""
-
-    @abc.abstractmethod
-    async def revoke_pairing(self, platform: str, user_id: str) -> bool: ...
-
-    @abc.abstractmethod
-    async def pairings(self) -> list[Pairing]: ...
-
-
 class BlobStore(Protocol):
     """Content-addressed bytes (:mod:`tether.memory.blobs`): a reply's files, stored
     before the checkpoint commits the outbox rows that name them."""
@@ -319,83 +297,6 @@ class ReminderStore(Protocol):
     @abc.abstractmethod
     async def finish_reminder(self, reminder_id: str, status: ReminderStatus) -> bool:
         """Mark an active reminder ``done`` or ``cancelled``; False if it was not active."""
-
-
-class ReportStore(Protocol):
-    """What ``tether status``, ``tether dead`` and the metrics read across all conversations."""
-
-    @abc.abstractmethod
-    async def counts(self) -> dict[str, dict[str, int]]:
-        """``{"inbox": {status: n}, "outbox": {status: n}}``."""
-
-    @abc.abstractmethod
-    async def spend(self, since: str) -> dict[str, tuple[int, float]]:
-        """LLM spend of every conversation from UTC day ``since`` on: model → (tokens, cost)."""
-
-    @abc.abstractmethod
-    async def spend_by_conversation(self, since: str) -> dict[str, tuple[int, float]]:
-        """The same spend by conversation (its key) → (tokens, cost): what ``tether
-        status`` adds up per agent."""
-
-    @abc.abstractmethod
-    async def activity(self) -> dict[str, dict[str, float]]:
-        """Per platform: ``{"received": last inbound time, "sent": last delivery time}``."""
-
-    @abc.abstractmethod
-    async def dead_letters(self) -> list[DeadLetter]: ...
-
-    @abc.abstractmethod
-    async def dead_letter(self, key: str) -> DeadLetter | None: ...
-
-    @abc.abstractmethod
-    async def requeue(self, key: str) -> bool:
-        """Send a dead event (or a dead/unknown outbox row) round again; False if none."""
-
-
-class ConsoleStore(Protocol):
-    """What the web console (``/ui``) reads, and the operator's own edits of facts.
-
-    Reads are bounded (``limit``) and go straight to the tables, so a page costs one
-    query per panel. The fact edits are an operator's action, like :meth:`ReportStore.requeue`:
-    committed on their own, not in an event's checkpoint. The records are in
-    :mod:`tether.memory.console`.
-    """
-
-    @abc.abstractmethod
-    async def series(self, since: float, bucket: float, count: int) -> dict[str, list[float]]:
-        """Per ``bucket`` seconds from ``since`` (``count`` buckets), each of
-        :data:`~tether.memory.console.SERIES`: events received, replies sent, events that
-        took more than one attempt, dead events, LLM tokens and cost."""
-
-    @abc.abstractmethod
-    async def find_events(
-        self, *, key: str = "", conversation: str = "", status: str = "", limit: int = 50
-    ) -> list[EventInfo]:
-        """The newest events whose key and conversation contain the given text (empty:
-        any) and whose status is ``status`` (empty: any), newest first."""
-
-    @abc.abstractmethod
-    async def timeline(self, key: str) -> Timeline | None: ...
-
-    @abc.abstractmethod
-    async def conversation_list(self, limit: int = 100) -> list[ConversationInfo]:
-        """Conversations with events, the most recently active first."""
-
-    @abc.abstractmethod
-    async def chat_log(self, conversation: str, limit: int = 200) -> list[ChatLine]:
-        """The conversation's last ``limit`` events and their delivered replies, in order."""
-
-    @abc.abstractmethod
-    async def edit_fact(self, conversation: str, fact_id: int, text: str, tokens: int) -> bool:
-        """Replace a live fact's text; False if the conversation has no such fact."""
-
-    @abc.abstractmethod
-    async def forget_fact(self, conversation: str, fact_id: int) -> bool:
-        """Delete a fact (as ``/forget`` does); False if the conversation has no such fact."""
-
-    @abc.abstractmethod
-    async def failed_sends(self, limit: int = 100) -> list[SendInfo]:
-        """Replies that are ``dead`` or of ``unknown`` fate, newest first (requeue retries them)."""
 
 
 # -- what one consumer sees when it needs more than one role ---------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 from typing import Protocol
 
+from tether.memory.operator import ConsoleStore, PairingStore, ReportStore
 from tether.memory.records import (
     UNFINISHED_INBOX,
     UNSENT_OUTBOX,
@@ -36,7 +37,6 @@ from tether.memory.records import (
 )
 from tether.memory.roles import (
     BlobStore,
-    ConsoleStore,
     ConversationStore,
     CursorStore,
     EventStore,
@@ -44,9 +44,7 @@ from tether.memory.roles import (
     InboxStore,
     LaneLocks,
     OutboxStore,
-    PairingStore,
     ReminderStore,
-    ReportStore,
     StepStore,
 )
 

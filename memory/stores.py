@@ -8,6 +8,8 @@ loads the PostgreSQL driver.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tether.memory.store import Store
 
 
@@ -26,6 +28,19 @@ def open_store(url: str, *, synchronous: str = "normal") -> Store:
 
         return MemoryStore()
     raise ValueError(f"memory.store: unsupported store {url.split(':', 1)[0]!r}")
+
+
+def missing(url: str) -> str | None:
+    """Where the store ``url`` names would be, shown as a person types it, if it is not
+    there: opening a SQLite URL creates its file, so a look into a store (``tether
+    status`` in the wrong directory) asks first. None for a store that exists, and for
+    every store that is not a file."""
+    if not url.startswith("sqlite://"):
+        return None
+    path = sqlite_path(url)
+    if path == ":memory:" or Path(path).exists():
+        return None
+    return path if Path(path).is_absolute() else f"./{path}"
 
 
 def sqlite_path(url: str) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import itertools
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -242,6 +244,28 @@ def test_no_folder_holds_more_than_15_modules() -> None:
             if count > MAX_MODULES:
                 crowded[str(folder.relative_to(REPO))] = count
     assert not crowded, f"folders over {MAX_MODULES} modules: {crowded}"
+
+
+def test_importing_the_inbox_loads_no_llm_mcp_web_agent_or_tool_module() -> None:
+    """The engine stands on its own: what an adapter or the scheduler hands events to
+    loads neither the model client nor the tools, the agent or the console (nor their
+    libraries). A fresh interpreter, so nothing imported by this test run counts."""
+    code = "import sys, tether.gateway.core.inbox\nprint('\\n'.join(sorted(sys.modules)))\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert "tether.gateway.core.inbox" in loaded
+    above = (
+        "tether.gateway.llm",
+        "tether.gateway.tools",
+        "tether.gateway.web",
+        "tether.gateway.agent",
+        "tether.gateway.builtin",
+        "tether.gateway.handler",
+    )
+    libraries = {"openai", "mcp", "jinja2", "aiohttp.web", "tiktoken", "telegram", "discord"}
+    found = sorted(m for m in loaded if m.startswith(above) or m in libraries)
+    assert not found, f"importing the inbox loaded {found}"
 
 
 # -- the checker checks: a planted cycle is found, however it is hidden ----------------

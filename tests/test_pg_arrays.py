@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.memory import sql
 from tether.memory.postgres import PostgresStore
 from tether.memory.postgres.arrays import INSERT_OUTBOX, as_one
-from tether.memory.sql import Statement, numbered
+from tether.memory.sql import statements as sql
+from tether.memory.sql.statements import Statement, numbered
 
 INBOX = [f"k{n}" for n in range(8)]
 OUTBOX = [f"o{n}" for n in range(6)]  # already in the table

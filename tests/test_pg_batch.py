@@ -23,11 +23,11 @@ import asyncpg
 import pytest
 
 from tether.events import Conversation, Event, OutMessage, Target
-from tether.memory import sql
 from tether.memory.postgres import PostgresStore
 from tether.memory.postgres.arrays import INSERT_OUTBOX, as_one
 from tether.memory.records import Turn
-from tether.memory.sql import ACCEPT
+from tether.memory.sql import statements as sql
+from tether.memory.sql.statements import ACCEPT
 
 CHAT = Conversation(platform="test", chat_id="c1")
 

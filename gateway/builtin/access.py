@@ -37,8 +37,8 @@ from tether.events import Conversation, Event, Kind, Sender
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import NextHandler, Route, Router
 from tether.keys import TRUSTED_PLATFORMS, is_relay, sender_name
+from tether.memory.operator import PairingStore
 from tether.memory.records import Pairing
-from tether.memory.roles import PairingStore
 
 log = structlog.get_logger("tether.access")
 

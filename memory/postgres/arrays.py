@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tether.memory import sql
-from tether.memory.sql import Statement
+from tether.memory.sql import statements as sql
+from tether.memory.sql.statements import Statement
 
 INSERT_OUTBOX = (
     "INSERT INTO outbox (key, event_key, platform, target, payload, status, created, updated)"

@@ -28,7 +28,7 @@ import asyncpg
 from tether.events import Event
 from tether.memory.postgres.arrays import as_one
 from tether.memory.records import InboxRow
-from tether.memory.sql import Statement, numbered
+from tether.memory.sql.statements import Statement, numbered
 
 Commit = Callable[..., Awaitable[None]]
 

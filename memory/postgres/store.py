@@ -1,7 +1,7 @@
 """The scale-out store: PostgreSQL through asyncpg, shared by several gateway processes.
 
 Same contract as the SQLite store (one contract suite runs against both), and the same
-queries (:class:`tether.memory.sqlstore.SqlStore`). What differs is how concurrency is
+queries (:class:`tether.memory.sql.store.SqlStore`). What differs is how concurrency is
 made safe: writes of concurrent events are committed together, a transaction per batch
 (:mod:`~tether.memory.postgres.batch`: fewer round trips, which is where one instance
 lost to SQLite), dedup is ``ON CONFLICT DO NOTHING`` on the unique key,
@@ -27,15 +27,15 @@ import asyncpg
 import structlog
 
 from tether.events import Event, OutMessage
-from tether.memory import sql
 from tether.memory.postgres.arrays import INSERT_OUTBOX, as_one
 from tether.memory.postgres.batch import GroupAccept, GroupCommit
 from tether.memory.postgres.locks import AdvisoryLocks
 from tether.memory.postgres.schema import migrate
 from tether.memory.records import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
-from tether.memory.rows import OUTBOX_COLUMNS, Row, outbox_row
-from tether.memory.sql import BEGIN, FINISH, OUTBOX, Statement, numbered
-from tether.memory.sqlstore import SqlStore
+from tether.memory.sql import statements as sql
+from tether.memory.sql.rows import OUTBOX_COLUMNS, Row, outbox_row
+from tether.memory.sql.statements import BEGIN, FINISH, OUTBOX, Statement, numbered
+from tether.memory.sql.store import SqlStore
 from tether.memory.store import WritesFailing
 from tether.redaction import MASK, redactor
 

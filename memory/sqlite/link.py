@@ -8,7 +8,7 @@ keeps the SQL off the event loop and on the machine's other core, where a thread
 not (see that module for why). Callers still get their own future back, resolved only
 after that commit: durable-before-ack holds for each of them.
 
-Write ordering inside a batch is by *phase* (:data:`tether.memory.sql.ACCEPT` ...
+Write ordering inside a batch is by *phase* (:data:`tether.memory.sql.statements.ACCEPT` ...
 ``OUTBOX``). A write is only ever submitted after the writes it depends on have
 committed, or sits in a later phase of the same batch, so grouping statements by shape
 never reorders dependent writes.
@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -37,7 +35,9 @@ import tether.memory.sqlite.writer as writer_process
 from tether.backoff import equal_jitter
 from tether.events import Event
 from tether.memory.records import InboxRow
-from tether.memory.sql import BEGIN, Statement
+from tether.memory.sql.statements import BEGIN, Statement
+from tether.memory.sqlite.batch import Accept, Queue, Write, accepted, resolve
+from tether.memory.sqlite.pipe import STDERR_LINE, read_reply, relay_stderr
 from tether.memory.store import WritesFailing
 
 log = structlog.get_logger("tether.sqlite")
@@ -49,40 +49,6 @@ IN_FLIGHT = 4
 #: Pause before re-posting writes of a failed batch: base and cap, seconds (it grows
 #: with the failures in a row, so a full disk is not hammered).
 _REPOST_BASE_S, _REPOST_MAX_S = 0.02, 2.0
-#: Longest line the writer's stderr relay reads at once.
-_STDERR_LINE = 1 << 20
-
-
-@dataclass(slots=True)
-class _Accept:
-    items: Sequence[tuple[Event, str, str]]  # event, conversation, serialized payload
-    cursors: Mapping[str, str]
-    future: asyncio.Future[list[InboxRow | None]]
-
-
-@dataclass(slots=True)
-class _Write:
-    phase: int
-    statements: list[Statement]
-    future: asyncio.Future[None] | None  # None: posted, nobody waits for it
-    #: Posted, and must land: re-posted after a failed batch until one commits it.
-    must_land: bool = False
-
-
-@dataclass(slots=True)
-class _Queue:
-    accepts: list[_Accept] = field(default_factory=list)
-    writes: list[_Write] = field(default_factory=list)
-    #: Posted writes in this batch, and a future for readers waiting for them.
-    posted: int = 0
-    settled: asyncio.Future[None] | None = None
-    #: Also write a page that reaches the disk (see :meth:`WriterLink.probe`).
-    probe: bool = False
-    #: Settled already (a batch can fail on two paths; it is settled once).
-    done: bool = False
-
-    def __bool__(self) -> bool:
-        return bool(self.accepts or self.writes or self.probe)
 
 
 class WriterLink:
@@ -102,7 +68,7 @@ class WriterLink:
         self.problem: str | None = None
         self._failures = 0  # batches failed in a row
         #: Writes that must land, from failed batches, waiting to be re-posted.
-        self._held: list[_Write] = []
+        self._held: list[Write] = []
         self._repost_at: asyncio.TimerHandle | None = None
         #: Batches taken from the queue and not settled yet (close waits for them).
         self._unsettled = 0
@@ -113,11 +79,11 @@ class WriterLink:
         self._replies: asyncio.Task[None] | None = None
         #: Batches sent to the current writer and not answered yet, oldest first (each
         #: writer has its own: a dead one's reader fails only what that one held).
-        self._inflight: deque[_Queue] = deque()
+        self._inflight: deque[Queue] = deque()
         self._room = asyncio.Semaphore(IN_FLIGHT)
-        self._queue = _Queue()
+        self._queue = Queue()
         #: Events whose 'running' mark still waits in the queue (see :meth:`take_begin`).
-        self._begun: dict[str, _Write] = {}
+        self._begun: dict[str, Write] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -163,13 +129,13 @@ class WriterLink:
             sys.executable, "-I", "-S", writer_process.__file__,
             self._file, self._identity, self.synchronous,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, limit=_STDERR_LINE,
+            stderr=asyncio.subprocess.PIPE, limit=STDERR_LINE,
         )  # fmt: skip
-        relay = asyncio.create_task(self._relay(writer), name="sqlite-writer-stderr")
+        relay = asyncio.create_task(relay_stderr(writer, self.label), name="sqlite-writer-stderr")
         self._relays.add(relay)
         relay.add_done_callback(self._relays.discard)
         try:
-            ok, ready = await _read_reply(writer)
+            ok, ready = await read_reply(writer)
         except (asyncio.IncompleteReadError, OSError):
             code = await writer.wait()
             await relay  # what it printed is in the log now
@@ -199,29 +165,6 @@ class WriterLink:
             await replies
         self.process = self._replies = None
 
-    async def _relay(self, writer: asyncio.subprocess.Process) -> None:
-        """Log what the writer prints on stderr as this process's own log lines, so the
-        stream keeps one format (JSON lines with ``logging.format: json``). The writer
-        reports its errors as JSON objects (see the writer's ``report``); anything else
-        it prints (the interpreter's own errors) is relayed line by line."""
-        assert writer.stderr is not None
-        while True:
-            try:
-                raw = await writer.stderr.readline()
-            except ValueError:  # a line longer than the limit: relay what is there
-                raw = await writer.stderr.read(_STDERR_LINE)
-            if not raw:
-                return
-            line = raw.decode(errors="replace").rstrip()
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                entry = None
-            if isinstance(entry, dict) and isinstance(entry.get("event"), str):
-                log.error(entry.pop("event"), **{**entry, "path": self.label})
-            elif line:
-                log.error("store.writer_output", path=self.label, line=line)
-
     # -- what the store submits -----------------------------------------------------
 
     def accept(
@@ -231,17 +174,17 @@ class WriterLink:
         each one's new row, or None for a key already there, once committed."""
         future: asyncio.Future[list[InboxRow | None]] = asyncio.get_running_loop().create_future()
         self._check_open()
-        self._queue.accepts.append(_Accept(items, cursors, future))
+        self._queue.accepts.append(Accept(items, cursors, future))
         self._wake.set()
         return future
 
     async def write(self, phase: int, *statements: Statement) -> None:
         """Queue statements for the next group commit and wait until it has committed."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Write(phase, list(statements), future))
+        self._enqueue(Write(phase, list(statements), future))
         await future
 
-    def post(self, phase: int, *statements: Statement, must_land: bool = False) -> _Write:
+    def post(self, phase: int, *statements: Statement, must_land: bool = False) -> Write:
         """Queue statements for the next group commit without waiting for it.
 
         For writes that need not be durable before the caller goes on: the writer keeps
@@ -260,7 +203,7 @@ class WriterLink:
         committed, but whose writer died before answering) changes nothing either.
         Waiting for each one instead would cost a commit round trip per reply.
         """
-        write = _Write(phase, list(statements), None, must_land)
+        write = Write(phase, list(statements), None, must_land)
         self._enqueue(write)
         self._queue.posted += 1
         return write
@@ -270,7 +213,7 @@ class WriterLink:
         that batch failed. How readiness learns that writes work again after a failure,
         when nothing else is being written."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Write(0, [], future))
+        self._enqueue(Write(0, [], future))
         self._queue.probe = True
         await future
 
@@ -301,7 +244,7 @@ class WriterLink:
             batch.settled = asyncio.get_running_loop().create_future()
         await asyncio.wait([batch.settled])  # a cancelled reader leaves it to the others
 
-    def _enqueue(self, write: _Write) -> None:
+    def _enqueue(self, write: Write) -> None:
         self._check_open()
         self._queue.writes.append(write)
         self._wake.set()
@@ -321,7 +264,7 @@ class WriterLink:
                 await self._wake.wait()
                 continue
             await self._room.acquire()
-            batch, self._queue = self._queue, _Queue()
+            batch, self._queue = self._queue, Queue()
             self._begun.clear()
             self._unsettled += 1
             try:
@@ -329,7 +272,7 @@ class WriterLink:
             except Exception as exc:
                 self._settle(batch, exc)
 
-    async def _send(self, batch: _Queue) -> None:
+    async def _send(self, batch: Queue) -> None:
         """Hand a batch to the writer process: its statements grouped by (phase, SQL), so
         the writer runs one ``executemany`` per shape, in phase order."""
         groups: dict[tuple[int, str], list[Sequence[Any]]] = {}
@@ -358,12 +301,12 @@ class WriterLink:
                 writer.kill()
 
     async def _read_replies(
-        self, writer: asyncio.subprocess.Process, inflight: deque[_Queue]
+        self, writer: asyncio.subprocess.Process, inflight: deque[Queue]
     ) -> None:
         """Settle each batch as the writer answers it, in the order they were sent."""
         try:
             while True:
-                ok, result = await _read_reply(writer)
+                ok, result = await read_reply(writer)
                 batch = inflight.popleft()
                 if not ok:
                     self._settle(batch, result)
@@ -373,7 +316,7 @@ class WriterLink:
                     # has a cancelled future: its rows are committed all the same, and
                     # this reader must live on to settle every batch after it.
                     if not accept.future.done():
-                        accept.future.set_result(_accepted(accept, seqs))
+                        accept.future.set_result(accepted(accept, seqs))
                 self._settle(batch, None)
         except (asyncio.IncompleteReadError, OSError):
             pass  # EOF: the writer exited, after a close or on its own
@@ -387,7 +330,7 @@ class WriterLink:
             while inflight:
                 self._settle(inflight.popleft(), error)
 
-    def _settle(self, batch: _Queue, error: BaseException | None) -> None:
+    def _settle(self, batch: Queue, error: BaseException | None) -> None:
         """Resolve every future of ``batch`` — with ``error``, or done (accepts already
         are) — record the outcome as the store's health, and hold the writes that must
         land for re-posting."""
@@ -396,7 +339,7 @@ class WriterLink:
         batch.done = True
         self._room.release()
         self._unsettled -= 1
-        _resolve(batch, error)
+        resolve(batch, error)
         if error is None:
             self._failures = 0
             if self.problem is not None:
@@ -416,7 +359,7 @@ class WriterLink:
             batch.settled.set_result(None)
         self._wake.set()  # a closing write loop waits for every batch to settle
 
-    def _hold(self, writes: list[_Write]) -> None:
+    def _hold(self, writes: list[Write]) -> None:
         self._held += writes
         if self._repost_at is None:
             delay = equal_jitter(self._failures, _REPOST_BASE_S, _REPOST_MAX_S)
@@ -429,30 +372,3 @@ class WriterLink:
             self._queue.posted += 1
         self._held.clear()
         self._wake.set()
-
-
-async def _read_reply(writer: asyncio.subprocess.Process) -> tuple[bool, Any]:
-    assert writer.stdout is not None
-    header = await writer.stdout.readexactly(writer_process.HEADER.size)
-    (size,) = writer_process.HEADER.unpack(header)
-    reply: tuple[bool, Any] = writer_process.decode(await writer.stdout.readexactly(size))
-    return reply
-
-
-def _accepted(accept: _Accept, seqs: Sequence[int | None]) -> list[InboxRow | None]:
-    return [
-        None if seq is None else InboxRow(seq, event.key, conversation, event)
-        for (event, conversation, _payload), seq in zip(accept.items, seqs, strict=True)
-    ]
-
-
-def _resolve(batch: _Queue, error: BaseException | None) -> None:
-    futures: list[asyncio.Future[Any]] = [a.future for a in batch.accepts]
-    futures += [w.future for w in batch.writes if w.future is not None]
-    for future in futures:
-        if future.done():
-            continue
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(error)

@@ -3,7 +3,7 @@ process (:mod:`tether.memory.sqlite.link`), its reads on a connection of this pr
 
 Reads go through aiosqlite and see committed state (WAL), after the writes this store
 posted without waiting (:meth:`WriterLink.settled`): the store reads its own writes.
-What is the same in PostgreSQL is :class:`tether.memory.sqlstore.SqlStore`; here is only
+What is the same in PostgreSQL is :class:`tether.memory.sql.store.SqlStore`; here is only
 what the writer process changes.
 """
 
@@ -21,14 +21,14 @@ from typing import Any
 import aiosqlite
 
 from tether.events import Event, OutMessage
-from tether.memory import sql
 from tether.memory.records import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
-from tether.memory.rows import Row
-from tether.memory.sql import FINISH, OUTBOX, Statement
+from tether.memory.sql import statements as sql
+from tether.memory.sql.rows import Row
+from tether.memory.sql.statements import FINISH, OUTBOX, Statement
+from tether.memory.sql.store import SqlStore
 from tether.memory.sqlite.link import WriterLink
 from tether.memory.sqlite.schema import migrate
 from tether.memory.sqlite.writer import check_same_file, identity
-from tether.memory.sqlstore import SqlStore
 from tether.memory.store import WritesFailing
 
 _INSERT_OUTBOX = (

@@ -1,5 +1,5 @@
 """The web console's reads and fact edits, for both SQL stores (a mixin of
-:class:`~tether.memory.sqlstore.SqlStore`).
+:class:`~tether.memory.sql.store.SqlStore`).
 
 Everything here is SQL both dialects run alike, except how a timestamp falls into a
 time bucket: ``_bucket`` is the dialect's expression (SQLite truncates with ``CAST``;
@@ -12,7 +12,6 @@ import json
 from collections.abc import Awaitable, Callable
 
 from tether.events import Event, OutMessage
-from tether.memory import sql
 from tether.memory.console import (
     ChatLine,
     ConversationInfo,
@@ -24,7 +23,8 @@ from tether.memory.console import (
     like_pattern,
 )
 from tether.memory.records import DeadLetter
-from tether.memory.rows import Row
+from tether.memory.sql import statements as sql
+from tether.memory.sql.rows import Row
 
 _EVENT_COLUMNS = "key, conversation, payload, status, attempts, error, created, updated"
 _FIND = (

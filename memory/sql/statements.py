@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether.memory.records import MemoryChanges, Turn
-from tether.memory.rows import (
+from tether.memory.sql.rows import (
     CONVERSATION_COLUMNS,
     DEAD_COLUMNS,
     FACT_COLUMNS,

@@ -19,9 +19,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol
 
 from tether.events import OutMessage
-from tether.memory import sql
 from tether.memory.blobs import SqlBlobs
-from tether.memory.console_sql import ConsoleSql
 from tether.memory.records import (
     ConversationState,
     DeadLetter,
@@ -34,7 +32,9 @@ from tether.memory.records import (
     Window,
 )
 from tether.memory.reminders import SqlReminders
-from tether.memory.rows import (
+from tether.memory.sql import statements as sql
+from tether.memory.sql.console import ConsoleSql
+from tether.memory.sql.rows import (
     Row,
     conversation_row,
     dead_letter_row,
@@ -45,7 +45,7 @@ from tether.memory.rows import (
     outbox_row,
     turn_row,
 )
-from tether.memory.sql import ACCEPT, FINISH, STEP, Statement
+from tether.memory.sql.statements import ACCEPT, FINISH, STEP, Statement
 from tether.memory.store import Store
 
 

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 from tether.events import Event, OutMessage
 from tether.memory.blobs import MemoryBlobs
-from tether.memory.inmemory_console import ConsoleTables
-from tether.memory.inmemory_ops import OpsTables
+from tether.memory.inmemory.console import ConsoleTables
+from tether.memory.inmemory.ops import OpsTables
 from tether.memory.records import (
     UNFINISHED_INBOX,
     UNSENT_OUTBOX,

@@ -1,5 +1,5 @@
 """The in-memory store's operator half: pairings, and what ``tether status``, ``tether
-dead`` and the alerts read. A mixin of :class:`~tether.memory.inmemory.MemoryStore`, kept
+dead`` and the alerts read. A mixin of :class:`~tether.memory.inmemory.store.MemoryStore`, kept
 apart so each module stays one screenful of concern."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The in-memory store's side of the web console: a mixin of
-:class:`~tether.memory.inmemory.MemoryStore`.
+:class:`~tether.memory.inmemory.store.MemoryStore`.
 
 This store keeps no creation times, only when each event was last touched (accepted,
 begun, requeued) and when each reply was sent; its timelines and time series use those.

@@ -3,7 +3,7 @@ decoded, and the budget walks over pages of history and facts.
 
 SQLite and PostgreSQL differ in placeholders and in how they commit, not in what a row
 means; keeping that here means a new column is added in one place. (The statements
-themselves are :mod:`tether.memory.sql`.)
+themselves are :mod:`tether.memory.sql.statements`.)
 """
 
 from __future__ import annotations
