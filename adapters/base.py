@@ -77,7 +77,7 @@ class Adapter(abc.ABC):
     edit_interval: float = 1.0
     edit_limit: int | None = None
     #: Longest caption a file may carry (None: no limit; 0: none, the text goes alone),
-    #: and which kinds of file may share one message (up to 10), see :mod:`.media`.
+    #: and which kinds of file may share one message (up to 10), see ``gateway/core/media.py``.
     caption_limit: int | None = None
     file_groups: frozenset[FileKind] = frozenset()
     #: The largest file the platform takes from a bot, in bytes, checked at
@@ -150,5 +150,5 @@ class Adapter(abc.ABC):
 
     async def download(self, attachment: Attachment, message_id: str | None, cap: int) -> bytes:
         """The bytes of an inbound ``attachment`` of message ``message_id``, at most
-        ``cap`` (:class:`~tether.adapters.media.TooLarge` past it)."""
+        ``cap`` (:class:`~tether.errors.TooLarge` past it)."""
         raise DownloadError(f"{self.platform or 'this platform'} has no file downloads")

@@ -1,7 +1,8 @@
 """An in-process platform for tests and benchmarks: inject events, read back what was sent.
 
 Like Starlette's TestClient, it ships with the library so bot authors can test their
-handlers through the real pipeline and store without a chat platform::
+handlers through the real pipeline and store without a chat platform
+(``tether.testing.Bot`` drives one)::
 
     loop = LoopbackAdapter()
     gateway = Gateway(settings, {"loopback": loop})
@@ -9,7 +10,11 @@ handlers through the real pipeline and store without a chat platform::
     await loop.say("hello", chat="42")
     sent = await loop.wait_for_sent(1)
 
-Failures can be scripted with :meth:`fail_next`, to exercise the outbox's retry paths.
+Besides text it makes what a person does on a real platform: a button press
+(:meth:`LoopbackAdapter.press`) and a file sent (:meth:`LoopbackAdapter.attach`, whose
+bytes ``ctx.download`` then gets); it records files and edits sent back
+(``Delivery.files``, ``edited``). Failures can be scripted with :meth:`fail_next`, to
+exercise the outbox's retry paths.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tether.adapters.base import Adapter, Sent
-from tether.errors import SendError
+from tether.errors import DownloadError, SendError, TooLarge
 from tether.events import (
+    Attachment,
     ChatType,
     Conversation,
     Event,
@@ -32,6 +39,7 @@ from tether.events import (
     Target,
     parse_command,
 )
+from tether.files import Upload
 from tether.limits import Limit
 
 if TYPE_CHECKING:
@@ -42,6 +50,8 @@ if TYPE_CHECKING:
 class Delivery:
     message: OutMessage
     platform_id: str
+    #: The files the message carried, with their bytes.
+    files: tuple[Upload, ...] = ()
 
 
 class LoopbackAdapter(Adapter):
@@ -53,9 +63,17 @@ class LoopbackAdapter(Adapter):
         text_limit: int | None = None,
         idempotent: bool = False,
         limits: list[Limit] | None = None,
+        edits: bool = False,
     ) -> None:
         self.text_limit = text_limit
         self.idempotent_send = idempotent
+        #: ``edits``: a streamed reply edits its preview here, as on Telegram (a subclass
+        #: may say so itself).
+        self.can_edit = edits or type(self).can_edit
+        #: Each edit: the message's platform id and the text it was given, in order.
+        self.edited: list[tuple[str, OutMessage]] = []
+        #: Inbound files by ``file_id``, what ``download`` answers (see :meth:`attach`).
+        self.files: dict[str, bytes] = {}
         self._limits = limits or []
         self.sent: list[Delivery] = []
         self.attempts: list[OutMessage] = []
@@ -83,6 +101,7 @@ class LoopbackAdapter(Adapter):
         key: str | None = None,
         chat_type: ChatType = "dm",
         thread: str | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> Event:
         """A message event as a platform adapter would normalize it."""
         command = parse_command(text)
@@ -102,7 +121,40 @@ class LoopbackAdapter(Adapter):
             text=text,
             command=command[0] if command else None,
             args=command[1] if command else "",
+            attachments=list(attachments),
         )
+
+    def press(
+        self, data: str, *, chat: str = "1", user: str = "u1", message_id: str | None = None
+    ) -> Event:
+        """A button press (``Kind.CALLBACK``) as a platform adapter would normalize it:
+        ``text`` is the button's data, ``message_id`` the message it sat under."""
+        n = next(self._keys)
+        return Event(
+            key=f"loopback:{chat}:press:{n}",
+            platform=self.platform,
+            kind=Kind.CALLBACK,
+            conversation=Conversation(platform=self.platform, chat_id=chat),
+            sender=Sender(id=user, name=user),
+            message_id=message_id,
+            text=data,
+        )
+
+    def attach(
+        self, data: bytes, *, name: str = "file", kind: str = "document", mime: str | None = None
+    ) -> Attachment:
+        """An inbound file, as a message's attachment; ``ctx.download`` gets ``data``."""
+        file_id = f"file-{len(self.files) + 1}"
+        self.files[file_id] = data
+        return Attachment(kind=kind, file_id=file_id, mime=mime, size=len(data), name=name)
+
+    async def download(self, attachment: Attachment, message_id: str | None, cap: int) -> bytes:
+        data = self.files.get(attachment.file_id or "")
+        if data is None:
+            raise DownloadError(f"no file {attachment.file_id!r} was sent here")
+        if len(data) > cap:
+            raise TooLarge(len(data), cap)
+        return data
 
     async def deliver(self, *events: Event) -> list[bool]:
         """Hand events to the inbox as ingress would; True where an event was new."""
@@ -120,12 +172,27 @@ class LoopbackAdapter(Adapter):
         self._failures.extend(errors)
 
     async def send(self, message: OutMessage) -> Sent:
+        return await self._deliver(message, ())
+
+    async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
+        return await self._deliver(message, tuple(files))
+
+    async def edit(self, message: OutMessage, platform_id: str) -> Sent:
+        self.attempts.append(message)
+        if self._failures:
+            raise self._failures.popleft()
+        async with self._changed:
+            self.edited.append((platform_id, message))
+            self._changed.notify_all()
+        return Sent(platform_id=platform_id)
+
+    async def _deliver(self, message: OutMessage, files: tuple[Upload, ...]) -> Sent:
         self.attempts.append(message)
         if self._failures:
             raise self._failures.popleft()
         platform_id = str(next(self._ids))
         async with self._changed:
-            self.sent.append(Delivery(message, platform_id))
+            self.sent.append(Delivery(message, platform_id, files))
             self._changed.notify_all()
         return Sent(platform_id=platform_id)
 

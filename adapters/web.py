@@ -8,7 +8,7 @@ It keeps the promise the way every adapter does, with the browser as the platfor
   gateway restart sends the same key, and the inbox admits it once.
 - **Delivery**: the outbox calls :meth:`WebAdapter.send` like any other platform's; the
   reply is "delivered" when its outbox row is marked ``sent``, and the page reads the
-  chat back from the store (:meth:`~tether.memory.roles.ConsoleStore.chat_log`). Nothing
+  chat back from the store (:meth:`~tether.memory.operator.ConsoleStore.chat_log`). Nothing
   lives only in this process, so a reload or a restart loses nothing and shows each
   answer once; a send is idempotent (nothing leaves the process), so an ambiguous one
   is simply sent again.

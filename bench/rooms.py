@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.openai_api import FakeOpenAI  # noqa: E402
 from tests.fakes.telegram_api import FakeTelegram  # noqa: E402
+from tether.testing.model import FakeModel  # noqa: E402
 
 AGENTS = ("alice", "bob", "carol")
 ROOMS = 10
@@ -88,7 +88,7 @@ def who_and_what(body: dict[str, Any]) -> tuple[str, int, str]:
     return agent, number, f"{agent} re m{number}"
 
 
-class FakeModel(FakeOpenAI):
+class FakeModel(FakeModel):
     """The tests' fake OpenAI server (streamed answers included), answering as the agent
     named by the persona (``ask X`` → ``X, mN what do you think?``, else ``AGENT re mN``)
     after :func:`model_seconds`, recorded in ``spent``."""

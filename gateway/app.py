@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -44,9 +44,9 @@ from tether.memory import tokens
 from tether.memory.store import Store
 from tether.memory.stores import open_store
 from tether.redaction import redactor
-from tether.scheduler.jobs import Job
+from tether.scheduler.jobs import Job, now_utc
 from tether.scheduler.reminders import Reminders
-from tether.scheduler.runner import Scheduler
+from tether.scheduler.runner import Clock, Scheduler
 
 if TYPE_CHECKING:
     from tether.gateway.ops.http import HttpServer
@@ -57,18 +57,11 @@ log = structlog.get_logger("tether.gateway")
 class Gateway:
     """One running Tether: the store, the pipeline and outbox, the adapters and cron.
 
-    ``tether run`` and ``tether chat`` build one from the config; tests and embedders
-    build one themselves, with adapters of their choice (``build_adapters`` makes the
-    configured ones) and optionally a router or a store of their own::
-
-        from tether.adapters.loopback import LoopbackAdapter
-        from tether.gateway.app import Gateway
-
-        adapter = LoopbackAdapter()
-        gateway = Gateway(settings, {"loopback": adapter}, router=router)
-        await gateway.start()
-        await adapter.say("/weather Paris")
-        await gateway.stop()
+    ``tether run`` and ``tether chat`` build one from the config; embedders build one
+    themselves, with adapters of their choice (``build_adapters`` makes the configured
+    ones), and optionally their own routers (``plugins``, beside the built-in agent, or
+    ``router``, instead of it), store or clock. A test drives one through
+    ``tether.testing.Bot``.
 
     ``start`` and ``stop`` keep the order that keeps the promise (see the module
     docstring): nothing is acknowledged to a platform before the store is open and
@@ -84,10 +77,12 @@ class Gateway:
         adapters: Mapping[str, Adapter],
         *,
         router: Router | None = None,
+        plugins: Sequence[Router] = (),
         store: Store | None = None,
         http: bool | None = None,
         scheduler: bool = True,
         config_path: str | None = None,
+        clock: Clock = now_utc,
     ) -> None:
         self.settings = settings
         redactor.update(settings.secrets())  # embedded use is scrubbed too, not just the CLI
@@ -97,22 +92,21 @@ class Gateway:
         )
         #: The running turn of each conversation: the pipeline's, and ``/stop``'s.
         self.turns = Turns(self.store)
-        self._own_router = router
+        self._own_router, self._plugins = router, tuple(plugins)
         self._schedule = scheduler
+        #: What cron jobs and reminders take for now: the wall clock, or a test's.
+        self.clock = clock
         try:
             parts = self.assemble(settings)
         except JobError as exc:
             raise GatewayError(str(exc)) from None
-        self.access, self.router, self.jobs, self.llm = (
-            parts.access,
-            parts.router,
-            parts.jobs,
-            parts.llm,
-        )
+        self._take(parts)
         self.outbox = Outbox(self.store, self.adapters, settings.outbox)
         #: Reminders and recurring jobs made in chat (scheduler/reminders.py).
         interval = settings.pipeline.sweep_interval
-        self.reminders = Reminders(self.store, interval=interval) if scheduler else None
+        self.reminders = (
+            Reminders(self.store, interval=interval, clock=clock) if scheduler else None
+        )
         #: The tools the model may call (Python, built-in, MCP): gateway/tools/toolbox.py.
         self.toolbox = build_toolbox(
             settings, lambda: self.router, self.store, reminders=self.reminders
@@ -151,7 +145,9 @@ class Gateway:
         )
         #: Cron jobs are ingress too: started after the adapters, stopped before them.
         self.scheduler = (
-            Scheduler(self.jobs, self.store, self.inbox) if scheduler and self.jobs else None
+            Scheduler(self.jobs, self.store, self.inbox, clock=clock)
+            if scheduler and self.jobs
+            else None
         )
         self.sweep = Sweep(
             self.store,
@@ -187,23 +183,26 @@ class Gateway:
         """The parts ``settings`` make for this gateway: at its build, and for a reload."""
         platforms = self.adapters if self._schedule else None
         return assemble(
-            settings, self.store, self.turns, router=self._own_router, platforms=platforms
+            settings,
+            self.store,
+            self.turns,
+            router=self._own_router,
+            plugins=self._plugins,
+            platforms=platforms,
         )
 
     def apply(self, parts: Parts) -> None:
         """Swap in a reload's parts, all at once, between two events: an event already
         running finishes with the router and model client it started with."""
         before = self.settings
-        self.settings = parts.settings
-        self.access, self.router, self.jobs, self.llm = (
-            parts.access,
-            parts.router,
-            parts.jobs,
-            parts.llm,
-        )
+        self._take(parts)
         self.pipeline.router, self.pipeline.llm = parts.router, parts.llm
         if parts.settings.access.rate_limit != before.access.rate_limit:
             self.inbox.throttle = parts.throttle  # an unchanged limit keeps its counts
+
+    def _take(self, parts: Parts) -> None:
+        self.settings, self.access, self.router = parts.settings, parts.access, parts.router
+        self.jobs, self.llm = parts.jobs, parts.llm
 
     async def replace_adapter(self, name: str, adapter: Adapter) -> Adapter:
         """Platform ``name`` is served by ``adapter`` (opened already) from now on: the
@@ -228,7 +227,7 @@ class Gateway:
         owes, as at a restart (nothing decided is decided again)."""
         if self.scheduler:
             await self.scheduler.stop()
-        self.scheduler = Scheduler(jobs, self.store, self.inbox) if jobs else None
+        self.scheduler = Scheduler(jobs, self.store, self.inbox, clock=self.clock) if jobs else None
         if self.scheduler:
             await self.scheduler.start()
 

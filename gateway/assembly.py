@@ -14,7 +14,7 @@ the CLI's inspection commands can build a router without a gateway.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from tether.adapters.base import Adapter
@@ -56,18 +56,21 @@ def assemble(
     turns: Turns,
     *,
     router: Router | None = None,
+    plugins: Sequence[Router] = (),
     platforms: Collection[str] | None = None,
 ) -> Parts:
     """The parts ``settings`` make, or the error that names what is wrong.
 
     ``router`` replaces the plugins and the built-in agent (an embedder's own); the
-    access middleware, ``/stop`` and the cron router still go around it. ``platforms``
+    access middleware, ``/stop`` and the cron router still go around it. ``plugins``
+    are routers included like the config's, after them and before the built-in
+    commands and agent (a test's handlers, ``tether.testing.Bot``). ``platforms``
     are the enabled ones every job's ``deliver`` must name (None: not checked, for a
     gateway without a scheduler). Raises ``GatewayError`` for a plugin and ``JobError``
     for a job; a model client is made, not yet prepared (that may wait on the network).
     """
     access = Access(settings.access, store)
-    routes = _guarded(router or load_router(settings, access), access, turns)
+    routes = _guarded(router or load_router(settings, access, plugins), access, turns)
     check_job_handlers(settings)
     jobs = load_jobs(settings)
     if platforms is not None:
@@ -82,17 +85,21 @@ def assemble(
     )
 
 
-def load_router(settings: Settings, access: Access | None = None) -> Router:
-    """Plugins in config order, then the commands every agent has, then the built-in
-    agent; ``access`` tells ``/help`` who is an admin. With ``agents:``, each agent's own
-    (:class:`~tether.gateway.agent.accounts.AgentsRouter`)."""
+def load_router(
+    settings: Settings, access: Access | None = None, plugins: Sequence[Router] = ()
+) -> Router:
+    """Plugins in config order (then ``plugins`` given in code), then the commands every
+    agent has, then the built-in agent; ``access`` tells ``/help`` who is an admin. With
+    ``agents:``, each agent's own (:class:`~tether.gateway.agent.accounts.AgentsRouter`)."""
     if settings.agents:
         from tether.gateway.agent.accounts import AgentsRouter
 
-        return AgentsRouter(settings, lambda agent: load_router(agent, access))
+        return AgentsRouter(settings, lambda agent: load_router(agent, access, plugins))
     root = Router("root")
     for index, spec in enumerate(settings.plugins):
         root.include(import_router(f"plugins[{index}]", spec))
+    for router in plugins:
+        root.include(router)
     root.include(commands_router(settings, root, access.is_admin if access else None))
     if settings.agent.handler == "llm":
         # The agent's prompt, tool loop, streaming and vision are imported for it only.

@@ -2,8 +2,8 @@
 conversation in a list, a line of the web chat, and the dashboard's time series.
 
 Plain dataclasses like :mod:`tether.memory.records`; the reads that fill them are the
-:class:`~tether.memory.roles.ConsoleStore` role (``console_sql.py`` for SQLite and
-PostgreSQL, ``inmemory_console.py`` for the in-memory store).
+:class:`~tether.memory.operator.ConsoleStore` role (``sql/console.py`` for SQLite and
+PostgreSQL, ``inmemory/console.py`` for the in-memory store).
 """
 
 from __future__ import annotations

@@ -305,8 +305,10 @@ def new_reminder(
     at: datetime | None,
     timezone: str,
     event_key: str,
+    created: float | None = None,
 ) -> Reminder:
-    now = time.time()
+    """A new active reminder; ``created`` (epoch seconds, default now) starts its ledger."""
+    now = time.time() if created is None else created
     return Reminder(
         id=reminder_id,
         conversation=conversation,

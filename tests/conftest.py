@@ -24,7 +24,6 @@ from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.feishu_api import APP_SECRET as FEISHU_APP_SECRET
 from tests.fakes.feishu_api import ENCRYPT_KEY as FEISHU_ENCRYPT_KEY
 from tests.fakes.feishu_api import VERIFICATION_TOKEN as FEISHU_VERIFICATION_TOKEN
-from tests.fakes.openai_api import API_KEY as OPENAI_API_KEY
 from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
 from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
@@ -32,6 +31,7 @@ from tether.config import Settings, load_text
 from tether.gateway.app import Gateway
 from tether.gateway.handler.routing import Router
 from tether.gateway.ops import logs
+from tether.testing.model import API_KEY as OPENAI_API_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,6 @@ from tests.fakes.discord_api import CHANNEL_ID, DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.feishu_api import APP_ID as FEISHU_APP
 from tests.fakes.feishu_api import APP_SECRET as FEISHU_SECRET
 from tests.fakes.feishu_api import FakeFeishu, message_event
-from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
@@ -30,6 +29,7 @@ from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
 from tether.gateway.builtin.access import APPROVED_NOTICE, HINT
 from tether.gateway.builtin.echo import EDITED
+from tether.testing.model import FakeModel
 
 OWNER_LINE = re.compile(r"send /owner ([A-Z0-9]{8}) to the bot")
 NOBODY: dict[str, Any] = {"allow": [], "admins": []}
@@ -222,7 +222,7 @@ async def test_an_edit_is_ignored_by_default_and_reanswered_when_asked(tmp_path:
 
 
 async def test_the_llm_agent_leaves_an_edit_alone_unless_told(tmp_path: Path) -> None:
-    fake = FakeOpenAI()
+    fake = FakeModel()
     await fake.start()
     try:
         for on_edit in ("ignore", "reanswer"):

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from tests.conftest import db_rows, make_settings, running
-from tests.fakes.openai_api import API_KEY, FakeOpenAI
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
 from tests.test_store_contract import event as contract_event
 from tests.test_store_contract import store  # noqa: F401  (a fixture)
@@ -29,6 +28,7 @@ from tether.events import Conversation, Event, Kind, OutMessage, Target
 from tether.gateway.assembly import load_router
 from tether.memory.records import DeadLetter
 from tether.memory.store import Store
+from tether.testing.model import API_KEY, FakeModel
 
 NOTICE = PipelineConfig().dead_notice
 
@@ -36,7 +36,7 @@ NOTICE = PipelineConfig().dead_notice
 @pytest.fixture
 async def model() -> Any:
     """An OpenAI-compatible server that is down: every call answers 503."""
-    server = FakeOpenAI()
+    server = FakeModel()
     await server.start()
     server.fail(503, times=None)
     try:
@@ -48,7 +48,7 @@ async def model() -> Any:
 async def test_an_unreachable_model_ends_in_one_notice_after_the_last_attempt(
     tmp_path: Path,
     telegram: FakeTelegram,
-    model: FakeOpenAI,
+    model: FakeModel,
 ) -> None:
     hook = {"url": "https://bot.example.com/telegram/webhook", "secret_token": SECRET}
     section = {"token": telegram.token, "base_url": telegram.base_url, "rate_limits": False}

@@ -1,7 +1,7 @@
 """The LLM agent and its memory, against a fake OpenAI-compatible server and the real SDK.
 
 Every test goes through the real pipeline (loopback adapter, SQLite store) and the real
-``openai`` client; the fake server (tests/fakes/openai_api.py) records each request, so
+``openai`` client; the fake server (tether/testing/model.py) records each request, so
 the tests assert on what the model was actually sent.
 """
 
@@ -19,7 +19,6 @@ import pytest
 import structlog
 
 from tests.conftest import SECRETS, make_settings, running, subprocess_env, write_config
-from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI
 from tests.test_crash import control_socket, spawn
 from tether import Context, Retryable, Router
 from tether.adapters.loopback import LoopbackAdapter
@@ -31,6 +30,7 @@ from tether.gateway.assembly import load_router
 from tether.memory import tokens
 from tether.memory.compaction import SUMMARY_INSTRUCTIONS
 from tether.memory.sqlite import SqliteStore
+from tether.testing.model import API_KEY, Body, FakeModel
 
 SECRETS.add(API_KEY)
 
@@ -48,8 +48,8 @@ def default_reply(body: Body) -> str:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(reply=default_reply)
+async def fake() -> AsyncIterator[FakeModel]:
+    server = FakeModel(reply=default_reply)
     await server.start()
     try:
         yield server
@@ -57,7 +57,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         await server.close()
 
 
-def llm_section(fake: FakeOpenAI, **extra: Any) -> dict[str, Any]:
+def llm_section(fake: FakeModel, **extra: Any) -> dict[str, Any]:
     section: dict[str, Any] = {
         "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 5}},
         "models": {
@@ -77,7 +77,7 @@ def llm_section(fake: FakeOpenAI, **extra: Any) -> dict[str, Any]:
 
 
 def llm_settings(
-    tmp_path: Path, fake: FakeOpenAI, llm: dict[str, Any] | None = None, **memory: Any
+    tmp_path: Path, fake: FakeModel, llm: dict[str, Any] | None = None, **memory: Any
 ) -> Settings:
     return make_settings(tmp_path, llm=llm or llm_section(fake), memory=memory)
 
@@ -90,7 +90,7 @@ async def turn(adapter: LoopbackAdapter, text: str, chat: str = "1") -> str:
     return sent[before].message.text
 
 
-def chats(fake: FakeOpenAI) -> list[Any]:
+def chats(fake: FakeModel) -> list[Any]:
     return [r for r in fake.requests if not is_summary(r.body)]
 
 
@@ -102,7 +102,7 @@ def db(tmp_path: Path) -> sqlite3.Connection:
 
 
 async def test_persona_and_facts_are_in_the_prompt_after_a_restart(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     settings = llm_settings(tmp_path, fake)
     async with running(settings) as (_gateway, adapter):
@@ -129,7 +129,7 @@ async def test_persona_and_facts_are_in_the_prompt_after_a_restart(
 
 
 async def test_prompt_stays_under_the_history_budget_over_500_turns(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     budget = 300
     settings = llm_settings(tmp_path, fake, history_tokens=budget)
@@ -159,7 +159,7 @@ async def test_prompt_stays_under_the_history_budget_over_500_turns(
 
 
 async def test_compaction_summarizes_the_oldest_turns_and_keeps_the_rows(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     settings = llm_settings(tmp_path, fake, history_tokens=120)
     async with running(settings) as (gateway, adapter):
@@ -181,7 +181,7 @@ async def test_compaction_summarizes_the_oldest_turns_and_keeps_the_rows(
 
 
 async def test_a_failing_summary_call_loses_nothing_and_is_tried_again(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.fail(500, times=None, when=is_summary)  # every summary call, on every model
     settings = llm_settings(tmp_path, fake, history_tokens=120)
@@ -210,7 +210,7 @@ async def test_a_failing_summary_call_loses_nothing_and_is_tried_again(
 
 
 async def test_a_task_that_would_cross_its_budget_stops_with_a_reply_and_no_call(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     router = Router("budget-test")
 
@@ -240,7 +240,7 @@ async def test_a_task_that_would_cross_its_budget_stops_with_a_reply_and_no_call
 
 
 async def test_a_prompt_larger_than_the_task_budget_is_never_sent(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     settings = llm_settings(tmp_path, fake, task_token_budget=60)
     async with running(settings) as (_gateway, adapter):
@@ -250,7 +250,7 @@ async def test_a_prompt_larger_than_the_task_budget_is_never_sent(
 
 
 async def test_the_daily_budget_stops_a_conversation_until_tomorrow(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.usage = (960, 20)
     settings = llm_settings(tmp_path, fake, daily_token_budget=1000)
@@ -268,7 +268,7 @@ async def test_the_daily_budget_stops_a_conversation_until_tomorrow(
 
 
 async def test_a_fallback_model_answers_when_the_primary_returns_503(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.fail(503, times=None, model="main-model")
     settings = llm_settings(tmp_path, fake)
@@ -283,7 +283,7 @@ async def test_a_fallback_model_answers_when_the_primary_returns_503(
 
 
 async def test_a_fallback_model_answers_when_the_primary_times_out(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.hang("main-model")
     llm = llm_section(fake)
@@ -294,7 +294,7 @@ async def test_a_fallback_model_answers_when_the_primary_times_out(
 
 
 async def test_routes_pick_the_model_by_command_and_prompt_size(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     router = Router("routes-test")
 
@@ -314,7 +314,7 @@ async def test_routes_pick_the_model_by_command_and_prompt_size(
 
 
 async def test_429_is_retried_by_the_pipeline_not_by_the_sdk(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.fail(429, retry_after="0")
     async with running(llm_settings(tmp_path, fake)) as (_gateway, adapter):
@@ -328,7 +328,7 @@ async def test_429_is_retried_by_the_pipeline_not_by_the_sdk(
 
 
 @pytest.mark.parametrize("status", [400, 401, 403])
-async def test_client_errors_are_fatal(tmp_path: Path, fake: FakeOpenAI, status: int) -> None:
+async def test_client_errors_are_fatal(tmp_path: Path, fake: FakeModel, status: int) -> None:
     fake.fail(status)
     async with running(llm_settings(tmp_path, fake)) as (gateway, adapter):
         event = await adapter.say("hello")
@@ -340,7 +340,7 @@ async def test_client_errors_are_fatal(tmp_path: Path, fake: FakeOpenAI, status:
 
 
 async def test_the_llm_step_is_not_repeated_when_the_event_is_retried(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     router = Router("retry-test")
     failed: list[int] = []
@@ -364,7 +364,7 @@ async def test_the_llm_step_is_not_repeated_when_the_event_is_retried(
 
 
 async def test_reset_starts_a_fresh_context_and_keeps_the_archive(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     async with running(llm_settings(tmp_path, fake)) as (gateway, adapter):
         await turn(adapter, "/remember I like tea")
@@ -383,7 +383,7 @@ async def test_reset_starts_a_fresh_context_and_keeps_the_archive(
     ]
 
 
-async def test_remember_and_forget(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_remember_and_forget(tmp_path: Path, fake: FakeModel) -> None:
     async with running(llm_settings(tmp_path, fake)) as (_gateway, adapter):
         await turn(adapter, "/remember I live in Lisbon")
         await turn(adapter, "/remember my sister is Ana")
@@ -402,7 +402,7 @@ async def test_remember_and_forget(tmp_path: Path, fake: FakeOpenAI) -> None:
     assert fake.calls == 2
 
 
-async def test_usage_shows_tokens_and_cost(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_usage_shows_tokens_and_cost(tmp_path: Path, fake: FakeModel) -> None:
     fake.usage = (100, 10)
     async with running(llm_settings(tmp_path, fake, task_token_budget=5000)) as (_g, adapter):
         await turn(adapter, "one")
@@ -414,7 +414,7 @@ async def test_usage_shows_tokens_and_cost(tmp_path: Path, fake: FakeOpenAI) -> 
     assert "Budget per message: 5,000 tokens" in usage
 
 
-async def test_persona_command_shows_sets_and_resets(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_persona_command_shows_sets_and_resets(tmp_path: Path, fake: FakeModel) -> None:
     async with running(llm_settings(tmp_path, fake)) as (_gateway, adapter):
         assert "(default)" in await turn(adapter, "/persona")
         await turn(adapter, "/persona You answer in haiku.")
@@ -452,7 +452,7 @@ def test_llm_handler_requires_an_llm_section_and_is_the_default_with_one() -> No
 
 @pytest.mark.parametrize("command", ["run", "chat"])
 async def test_sigkill_after_the_model_answered_does_not_call_it_again(
-    tmp_path: Path, fake: FakeOpenAI, command: str
+    tmp_path: Path, fake: FakeModel, command: str
 ) -> None:
     fake.reply = lambda body: "four"
     config = write_config(

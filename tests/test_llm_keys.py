@@ -1,6 +1,6 @@
 """API-key pools and the circuit breaker per model, through the real pipeline and SDK.
 
-The fake OpenAI server (tests/fakes/openai_api.py) answers per key: a 429 with a
+The fake OpenAI server (tether/testing/model.py) answers per key: a 429 with a
 retry-after on one, 401 on another; every request records the key it was made with.
 """
 
@@ -17,13 +17,13 @@ import structlog
 from prometheus_client import REGISTRY
 
 from tests.conftest import SECRETS, TETHER, make_settings, running, write_config
-from tests.fakes.openai_api import FakeOpenAI
 from tests.test_llm import db, fake, llm_section, llm_settings, turn
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import load, load_text
 from tether.errors import ConfigError
 from tether.gateway.app import Gateway
 from tether.gateway.llm.keys import KeyPool
+from tether.testing.model import FakeModel
 
 __all__ = ["fake"]  # the fixture, shared with tests/test_llm.py
 
@@ -31,7 +31,7 @@ KEYS = ["sk-pool-one-aaaaaaaa1111", "sk-pool-two-bbbbbbbb2222", "sk-pool-three-c
 SECRETS.update(KEYS)
 
 
-def pooled(fake: FakeOpenAI, keys: list[str], **extra: Any) -> dict[str, Any]:
+def pooled(fake: FakeModel, keys: list[str], **extra: Any) -> dict[str, Any]:
     section = llm_section(fake, **extra)
     provider = section["providers"]["fake"]
     del provider["api_key"]
@@ -39,7 +39,7 @@ def pooled(fake: FakeOpenAI, keys: list[str], **extra: Any) -> dict[str, Any]:
     return section
 
 
-def limit_one_revoke_two(fake: FakeOpenAI, retry_after: str) -> None:
+def limit_one_revoke_two(fake: FakeModel, retry_after: str) -> None:
     """Key 1 answers one 429 with ``retry_after``; key 2 answers 401 to every call."""
     fake.fail(429, key=KEYS[0], retry_after=retry_after)
     fake.fail(401, key=KEYS[1], times=None)
@@ -51,12 +51,12 @@ def key_state(key: str, provider: str = "fake") -> float | None:
     )
 
 
-def by_key(fake: FakeOpenAI) -> list[tuple[int, int]]:
+def by_key(fake: FakeModel) -> list[tuple[int, int]]:
     """(key number, status) of every request, in order."""
     return [(KEYS.index(r.api_key) + 1, r.status) for r in fake.requests]
 
 
-async def turns_until(adapter: Any, fake: FakeOpenAI, done: Any) -> list[str]:
+async def turns_until(adapter: Any, fake: FakeModel, done: Any) -> list[str]:
     """Send messages one after another until ``done(fake)``: the cooldown is the
     provider's, so the test waits for the gateway's own use of the key, not a clock."""
     replies: list[str] = []
@@ -70,7 +70,7 @@ async def turns_until(adapter: Any, fake: FakeOpenAI, done: Any) -> list[str]:
 
 
 async def test_a_rate_limited_and_a_revoked_key_never_leave_a_message_unanswered(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     one, two, three = KEYS
     limit_one_revoke_two(fake, retry_after="0.5")
@@ -80,7 +80,7 @@ async def test_a_rate_limited_and_a_revoked_key_never_leave_a_message_unanswered
             replies = [await turn(adapter, f"hello {n}") for n in range(6)]
             assert key_state(two) == 2 and key_state(three) == 0
 
-            def one_answered_again(fake: FakeOpenAI) -> bool:
+            def one_answered_again(fake: FakeModel) -> bool:
                 return (1, 200) in by_key(fake)
 
             replies += await turns_until(adapter, fake, one_answered_again)
@@ -102,7 +102,7 @@ async def test_a_rate_limited_and_a_revoked_key_never_leave_a_message_unanswered
 
 
 async def test_when_every_key_is_cooling_the_event_waits_for_the_earliest(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     one, _, three = KEYS
     fake.fail(429, key=one, retry_after="30")
@@ -120,7 +120,7 @@ async def test_when_every_key_is_cooling_the_event_waits_for_the_earliest(
 
 
 async def test_refused_keys_stay_out_until_a_new_llm_is_built(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     one, two, _ = KEYS
     fake.fail(401, key=one, times=None)
@@ -142,7 +142,7 @@ async def test_refused_keys_stay_out_until_a_new_llm_is_built(
 
 
 async def test_a_fallback_on_another_provider_answers_when_every_key_is_refused(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     one, two, three = KEYS
     fake.fail(401, key=one, times=None)
@@ -163,9 +163,7 @@ async def test_a_fallback_on_another_provider_answers_when_every_key_is_refused(
         assert set(conn.execute("SELECT status, attempts FROM inbox").fetchall()) == {("done", 1)}
 
 
-async def test_a_reload_gives_a_refused_key_another_chance(
-    tmp_path: Path, fake: FakeOpenAI
-) -> None:
+async def test_a_reload_gives_a_refused_key_another_chance(tmp_path: Path, fake: FakeModel) -> None:
     two = KEYS[1]
     fake.fail(401, key=two, times=None)
     config = write_config(tmp_path, llm=pooled(fake, KEYS[1:]))
@@ -228,7 +226,7 @@ def breaker_open(model: str) -> float | None:
 
 
 async def test_a_failing_model_is_skipped_for_its_cooldown_then_probed(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.fail(503, times=None, model="main-model")
     llm = llm_section(fake, circuit_breaker={"failures": 2, "cooldown": 0.3})
@@ -238,7 +236,7 @@ async def test_a_failing_model_is_skipped_for_its_cooldown_then_probed(
         assert breaker_open("main") == 1
         fake.heal()
 
-        def main_answered(fake: FakeOpenAI) -> bool:
+        def main_answered(fake: FakeModel) -> bool:
             return any(r.model == "main-model" and r.status == 200 for r in fake.requests)
 
         await turns_until(adapter, fake, main_answered)
@@ -257,7 +255,7 @@ async def test_a_failing_model_is_skipped_for_its_cooldown_then_probed(
     assert calls[-1] == ("main-model", 200)
 
 
-async def test_a_failed_probe_opens_the_breaker_again(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_a_failed_probe_opens_the_breaker_again(tmp_path: Path, fake: FakeModel) -> None:
     fake.fail(503, times=None, model="main-model")
     # The turn after the failed probe must come before the breaker's next probe is due:
     # a cooldown a loaded machine cannot outrun between two turns (0.3 s could).
@@ -265,7 +263,7 @@ async def test_a_failed_probe_opens_the_breaker_again(tmp_path: Path, fake: Fake
     async with running(llm_settings(tmp_path, fake, llm)) as (_gateway, adapter):
         await turn(adapter, "opens it")
 
-        def probed(fake: FakeOpenAI) -> bool:
+        def probed(fake: FakeModel) -> bool:
             return [r.model for r in fake.requests].count("main-model") == 2
 
         await turns_until(adapter, fake, probed)
@@ -275,7 +273,7 @@ async def test_a_failed_probe_opens_the_breaker_again(tmp_path: Path, fake: Fake
 
 
 async def test_with_every_breaker_open_the_event_waits_for_the_probe(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.fail(503, times=2)
     # The pipeline's own backoff (at most 0.05 s in tests) is far shorter than the cooldown.
@@ -298,7 +296,7 @@ async def test_with_every_breaker_open_the_event_waits_for_the_probe(
 
 
 async def test_tether_status_shows_each_key_by_its_masked_id_and_state(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     limit_one_revoke_two(fake, retry_after="600")
     llm = pooled(fake, KEYS)

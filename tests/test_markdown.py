@@ -14,7 +14,6 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from tests.conftest import make_settings
-from tests.fakes.openai_api import API_KEY, FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fakes.telegram_text import Refused, parse_markdown_v2
 from tether.adapters.telegram.adapter import TelegramAdapter
@@ -22,6 +21,7 @@ from tether.adapters.telegram.markdown import readable, shown_length, to_markdow
 from tether.events import OutMessage, Target
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
+from tether.testing.model import API_KEY, FakeModel
 from tether.text import split_text, utf16_len
 
 MODEL_ANSWER = """\
@@ -175,7 +175,7 @@ async def test_the_llm_agents_markdown_answer_renders_on_telegram(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
     """End to end: the agent's answer is model Markdown, sent as MarkdownV2 and rendered."""
-    model = FakeOpenAI(reply=lambda body: MODEL_ANSWER)
+    model = FakeModel(reply=lambda body: MODEL_ANSWER)
     await model.start()
     telegram = {"token": fake.token, "base_url": fake.base_url, "poll_timeout": 1,
                 "rate_limits": False, "typing": False}  # fmt: skip

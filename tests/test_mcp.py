@@ -299,7 +299,7 @@ async def test_the_model_calls_an_mcp_tool_through_tether(
     tmp_path: Path, server_file: Path
 ) -> None:
     from tests.conftest import make_settings, running
-    from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
+    from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
     def reply(body: Body) -> str | Body:
         results = [m["content"] for m in body["messages"] if m.get("role") == "tool"]
@@ -307,7 +307,7 @@ async def test_the_model_calls_an_mcp_tool_through_tether(
             return f"The sum is {results[-1]}."
         return asks_for(tool_call("demo__add", {"a": 2, "b": 3}, id="call-1"))
 
-    fake = FakeOpenAI(reply=reply)
+    fake = FakeModel(reply=reply)
     await fake.start()
     entry = {"command": [sys.executable, str(server_file), str(tmp_path / "counter")]}
     settings = make_settings(

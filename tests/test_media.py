@@ -31,6 +31,7 @@ from tests.plugins import media as plugin
 from tether.adapters.base import Adapter, Sent
 from tether.adapters.discord import DiscordAdapter
 from tether.adapters.feishu import FeishuAdapter
+from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram import TelegramAdapter
 from tether.buttons import Button
 from tether.config import Settings
@@ -413,6 +414,13 @@ async def test_feishu_download_reads_the_message_resource_within_the_cap(
 # -- sources, and a platform without files ---------------------------------------------
 
 
+class NoFiles(LoopbackAdapter):
+    """A platform with no file uploads (the console, the web chat): Adapter's own
+    send_files, which sends the text with a line naming each file."""
+
+    send_files = Adapter.send_files
+
+
 async def test_a_url_is_fetched_once_and_a_platform_without_files_names_them(
     tmp_path: Path,
 ) -> None:
@@ -433,7 +441,11 @@ async def test_a_url_is_fetched_once_and_a_platform_without_files_names_them(
         await ctx.reply("nope", files=[File(b"", name="empty.txt")])
 
     try:
-        async with loopback_running(make_settings(tmp_path), handlers) as (_gateway, adapter):
+        without_files = NoFiles()
+        async with loopback_running(make_settings(tmp_path), handlers, without_files) as (
+            _gateway,
+            adapter,
+        ):
             await adapter.say("url")
             await adapter.say("missing")
             await adapter.say("empty")

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import db_rows, make_settings
-from tests.fakes.openai_api import API_KEY, Body, FakeOpenAI
 from tests.fakes.telegram_media import MediaTelegram
 from tests.plugins import media as plugin
 from tether.config import Settings
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
 from tether.memory import tokens
+from tether.testing.model import API_KEY, Body, FakeModel
 
 
 def answer(body: Body) -> str:
@@ -36,8 +36,8 @@ def answer(body: Body) -> str:
 
 
 @pytest.fixture
-async def openai() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(reply=answer)
+async def openai() -> AsyncIterator[FakeModel]:
+    server = FakeModel(reply=answer)
     await server.start()
     try:
         yield server
@@ -55,7 +55,7 @@ async def telegram() -> AsyncIterator[MediaTelegram]:
         await fake.stop()
 
 
-def settings(tmp_path: Path, telegram: MediaTelegram, openai: FakeOpenAI, vision: bool) -> Settings:
+def settings(tmp_path: Path, telegram: MediaTelegram, openai: FakeModel, vision: bool) -> Settings:
     model = {"provider": "fake", "model": "eyes-model", "vision": vision}
     llm = {
         "providers": {"fake": {"base_url": openai.url, "api_key": API_KEY, "timeout": 5}},
@@ -105,7 +105,7 @@ async def run(settings: Settings, telegram: MediaTelegram, update: dict[str, Any
 
 
 async def test_a_photo_without_caption_reaches_a_vision_model_as_an_image_part(
-    tmp_path: Path, telegram: MediaTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: MediaTelegram, openai: FakeModel
 ) -> None:
     file_id = telegram.add_file(plugin.PHOTO, path="photos/p.jpg")
     texts = await run(
@@ -126,7 +126,7 @@ async def test_a_photo_without_caption_reaches_a_vision_model_as_an_image_part(
 
 
 async def test_a_photo_with_a_caption_sends_both_parts(
-    tmp_path: Path, telegram: MediaTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: MediaTelegram, openai: FakeModel
 ) -> None:
     file_id = telegram.add_file(plugin.PHOTO, path="photos/p.jpg")
     update = photo(telegram, file_id, caption="what is this?")
@@ -139,7 +139,7 @@ async def test_a_photo_with_a_caption_sends_both_parts(
 
 
 async def test_a_voice_note_gets_a_plain_reply_and_no_model_call(
-    tmp_path: Path, telegram: MediaTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: MediaTelegram, openai: FakeModel
 ) -> None:
     file_id = telegram.add_file(plugin.VOICE, path="voice/v.oga")
     texts = await run(
@@ -154,7 +154,7 @@ async def test_a_voice_note_gets_a_plain_reply_and_no_model_call(
 
 
 async def test_a_photo_for_a_model_without_vision_is_answered_plainly(
-    tmp_path: Path, telegram: MediaTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: MediaTelegram, openai: FakeModel
 ) -> None:
     file_id = telegram.add_file(plugin.PHOTO, path="photos/p.jpg")
     texts = await run(

@@ -131,10 +131,10 @@ async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
 
 
 async def test_llm_tokens_and_cost_are_metrics(tmp_path: Path) -> None:
-    from tests.fakes.openai_api import FakeOpenAI
     from tests.test_llm import llm_section, turn
+    from tether.testing.model import FakeModel
 
-    fake = FakeOpenAI(reply=lambda body: "fine")
+    fake = FakeModel(reply=lambda body: "fine")
     await fake.start()
     fake.usage = (100, 10)
     before = samples(generate_latest().decode())
@@ -159,10 +159,10 @@ async def test_llm_tokens_and_cost_are_metrics(tmp_path: Path) -> None:
 
 
 async def test_budget_stops_are_counted(tmp_path: Path) -> None:
-    from tests.fakes.openai_api import FakeOpenAI
     from tests.test_llm import llm_section, turn
+    from tether.testing.model import FakeModel
 
-    fake = FakeOpenAI(reply=lambda body: "fine")
+    fake = FakeModel(reply=lambda body: "fine")
     await fake.start()
     before = samples(generate_latest().decode())
     try:

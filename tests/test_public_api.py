@@ -44,7 +44,18 @@ PUBLIC = [
     "converse",
 ]
 
-TESTING = ["LoopbackAdapter"]
+TESTING = [
+    "Bot",
+    "Clock",
+    "Delivery",
+    "FakeModel",
+    "LoopbackAdapter",
+    "Pacing",
+    "Reply",
+    "asks_for",
+    "scripted",
+    "tool_call",
+]
 
 
 def test_tether_all_is_pinned() -> None:

@@ -27,7 +27,6 @@ from tests.conftest import (
     subprocess_env,
     write_config,
 )
-from tests.fakes.openai_api import Body, FakeOpenAI
 from tests.test_store_contract import store  # noqa: F401 - the three stores, as a fixture
 from tether.adapters.loopback import LoopbackAdapter
 from tether.events import Conversation, Event
@@ -38,6 +37,7 @@ from tether.memory.records import MemoryChanges, Turn
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store
 from tether.scheduler.jobs import load_jobs, now_utc
+from tether.testing.model import Body, FakeModel
 
 
 def said(body: Body) -> list[str]:
@@ -63,8 +63,8 @@ def propose(body: Body) -> str:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(reply=propose)
+async def fake() -> AsyncIterator[FakeModel]:
+    server = FakeModel(reply=propose)
     await server.start()
     try:
         yield server
@@ -72,7 +72,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         await server.close()
 
 
-def llm(fake: FakeOpenAI) -> dict[str, Any]:
+def llm(fake: FakeModel) -> dict[str, Any]:
     return fake.section()
 
 
@@ -146,7 +146,7 @@ def test_a_proposal_is_checked_and_a_fenced_one_accepted() -> None:
 
 
 async def test_a_run_learns_within_its_budget_says_where_it_stopped_and_people_see_it(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     """Three conversations, a budget for one call: the first is learned, the run stops
     and says so; the next run goes on from there; a conversation read before and one
@@ -204,7 +204,7 @@ async def test_a_run_learns_within_its_budget_says_where_it_stopped_and_people_s
 
 
 async def test_a_conversation_gets_at_most_its_cap_and_one_without_new_turns_is_not_read(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     budget = 100_000
     settings = make_settings(
@@ -256,7 +256,7 @@ async def test_a_conversation_gets_at_most_its_cap_and_one_without_new_turns_is_
 
 
 async def test_a_run_killed_mid_way_adds_every_fact_exactly_once(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     db = SqliteStore(str(tmp_path / "tether.db"))
     await db.open()
@@ -343,7 +343,7 @@ async def done(tmp_path: Path, prefix: str) -> None:
 def test_a_reflect_job_that_cannot_run_fails_check_naming_the_key(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    fake: FakeOpenAI,
+    fake: FakeModel,
     sections: dict[str, Any],
     code: int,
     expected: str,

@@ -32,7 +32,6 @@ from tests.conftest import (
     spawn_run,
     subprocess_env,
 )
-from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.fakes.telegram_text import rendered
 from tether.config import load, load_text
@@ -43,6 +42,7 @@ from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Router
 from tether.gateway.reload import _read_state, state_path
 from tether.redaction import redactor
+from tether.testing.model import FakeModel
 
 FILE_TOKEN = "123456:FILE-token_from_a_secret_file"
 #: The same bot's token after the owner revoked the first one (same id, new secret).
@@ -99,8 +99,8 @@ def test_tether_check_masks_a_value_read_from_a_file(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-async def openai() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(reply=lambda body: "answer to " + body["messages"][-1]["content"])
+async def openai() -> AsyncIterator[FakeModel]:
+    server = FakeModel(reply=lambda body: "answer to " + body["messages"][-1]["content"])
     await server.start()
     try:
         yield server
@@ -111,7 +111,7 @@ async def openai() -> AsyncIterator[FakeOpenAI]:
 def write(
     tmp_path: Path,
     telegram: FakeTelegram,
-    openai: FakeOpenAI,
+    openai: FakeModel,
     *,
     persona: str = "You are Alpha.",
     allow: list[str] | None = None,
@@ -161,13 +161,13 @@ def answers(telegram: FakeTelegram) -> collections.Counter[str]:
     return collections.Counter(text.removeprefix("answer to ") for text in shown)
 
 
-def persona_of(openai: FakeOpenAI, text: str) -> list[str]:
+def persona_of(openai: FakeModel, text: str) -> list[str]:
     """The system prompts of the model calls that answered ``text``."""
     return [r.system for r in openai.requests if r.messages[-1]["content"] == text]
 
 
 async def test_a_reload_during_a_stream_changes_persona_and_allow_list_from_the_next_messages(
-    tmp_path: Path, telegram: FakeTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:
     config = write(tmp_path, telegram, openai)
     async with gateway_on(config) as gateway:
@@ -217,7 +217,7 @@ async def test_a_reload_during_a_stream_changes_persona_and_allow_list_from_the_
 
 
 async def test_an_invalid_reload_changes_nothing_and_says_which_key(
-    tmp_path: Path, telegram: FakeTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:
     config = write(tmp_path, telegram, openai)
     async with gateway_on(config) as gateway:
@@ -244,7 +244,7 @@ async def test_an_invalid_reload_changes_nothing_and_says_which_key(
 
 
 async def test_settings_that_need_a_restart_are_reported_and_kept(
-    tmp_path: Path, telegram: FakeTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:
     config = write(tmp_path, telegram, openai)
     async with gateway_on(config) as gateway:
@@ -286,7 +286,7 @@ class RotatingTelegram(FakeTelegram):
 
 
 async def test_a_changed_token_restarts_the_adapter_with_it_and_loses_no_update(
-    tmp_path: Path, openai: FakeOpenAI
+    tmp_path: Path, openai: FakeModel
 ) -> None:
     telegram = RotatingTelegram()
     await telegram.start()
@@ -323,7 +323,7 @@ async def test_a_changed_token_restarts_the_adapter_with_it_and_loses_no_update(
 
 
 async def test_a_token_the_platform_refuses_fails_the_reload_and_keeps_the_old_one(
-    tmp_path: Path, telegram: FakeTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:
     config = write(tmp_path, telegram, openai)
     async with gateway_on(config) as gateway:
@@ -364,7 +364,7 @@ async def _announced(config: Path, generation: int = 0) -> dict[str, Any]:
 
 
 async def test_tether_reload_and_sighup_on_a_running_gateway(
-    tmp_path: Path, telegram: FakeTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:
     config = write(tmp_path, telegram, openai)
     log = tmp_path / "run.log"
@@ -419,7 +419,7 @@ async def test_tether_reload_and_sighup_on_a_running_gateway(
 
 
 async def test_an_event_in_flight_finishes_on_the_settings_it_started_with(
-    tmp_path: Path, telegram: FakeTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:
     started, release = asyncio.Event(), asyncio.Event()
     router = Router("persona-tests")
@@ -462,7 +462,7 @@ async def test_an_event_in_flight_finishes_on_the_settings_it_started_with(
 
 
 async def test_a_reload_that_adds_a_job_starts_a_scheduler_that_fires_it(
-    tmp_path: Path, telegram: FakeTelegram, openai: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:
     config = write(tmp_path, telegram, openai)
     async with gateway_on(config) as gateway:

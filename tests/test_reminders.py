@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_env, write_config
-from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
 from tests.test_crash import spawn
 from tether.adapters.loopback import LoopbackAdapter
 from tether.errors import ToolError
@@ -34,6 +33,7 @@ from tether.gateway.handler.context import Context, Turn
 from tether.gateway.tools.reminders import _schedule, parse_at
 from tether.memory.inmemory import MemoryStore
 from tether.scheduler.reminders import MARK, Reminders, one_off_cron, reminder_id
+from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
 SET = "Reminder set."
 CANCELLED = "Cancelled it."
@@ -62,8 +62,8 @@ def agent(body: Body) -> str | Body:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(reply=agent)
+async def fake() -> AsyncIterator[FakeModel]:
+    server = FakeModel(reply=agent)
     await server.start()
     try:
         yield server
@@ -71,7 +71,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         await server.close()
 
 
-def llm(fake: FakeOpenAI) -> dict[str, Any]:
+def llm(fake: FakeModel) -> dict[str, Any]:
     return fake.section()
 
 
@@ -93,7 +93,7 @@ def fires(tmp_path: Path, rid: str) -> list[tuple[Any, ...]]:
 
 
 async def test_a_reminder_made_in_chat_fires_once_at_its_time(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     settings = make_settings(tmp_path, llm=llm(fake), agent={"handler": "llm"})
     async with running(settings) as (gateway, loop):
@@ -115,7 +115,7 @@ async def test_a_reminder_made_in_chat_fires_once_at_its_time(
     assert {"schedule", "list_schedules", "cancel_schedule"} <= set(fake.requests[0].tools)
 
 
-async def test_cancel_schedule_stops_a_recurring_one(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_cancel_schedule_stops_a_recurring_one(tmp_path: Path, fake: FakeModel) -> None:
     settings = make_settings(tmp_path, llm=llm(fake), agent={"handler": "llm"})
     async with running(settings) as (gateway, loop):
         await loop.say(json.dumps({"text": "tick", "cron": "* * * * * *"}))  # every second
@@ -133,9 +133,7 @@ async def test_cancel_schedule_stops_a_recurring_one(tmp_path: Path, fake: FakeO
     assert len(fires(tmp_path, rid.group(1))) == fired
 
 
-async def test_another_chat_can_neither_list_nor_cancel_it(
-    tmp_path: Path, fake: FakeOpenAI
-) -> None:
+async def test_another_chat_can_neither_list_nor_cancel_it(tmp_path: Path, fake: FakeModel) -> None:
     settings = make_settings(tmp_path, llm=llm(fake), agent={"handler": "llm"})
     async with running(settings) as (gateway, loop):
         await loop.say(json.dumps({"text": "mine", "cron": "0 9 * * 1-5"}), chat="1")
@@ -150,7 +148,7 @@ async def test_another_chat_can_neither_list_nor_cancel_it(
 
 
 async def test_tether_jobs_lists_and_cancels_a_chat_made_job(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     config = write_config(tmp_path, llm=llm(fake), agent={"handler": "llm"})
     settings = make_settings(tmp_path, llm=llm(fake), agent={"handler": "llm"})
@@ -193,7 +191,7 @@ def after_the_tool(body: Body) -> bool:
 
 
 async def test_made_then_killed_then_restarted_it_fires_exactly_once(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     config = write_config(
         tmp_path,
@@ -301,7 +299,7 @@ async def try_schedule(**arguments: Any) -> str:
 
 
 def test_a_gateway_without_its_scheduler_offers_no_schedule_tools(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     settings = make_settings(tmp_path, llm=llm(fake), agent={"handler": "llm"})
     gateway = Gateway(settings, {}, scheduler=False)

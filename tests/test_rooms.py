@@ -32,7 +32,6 @@ from tests.conftest import (
     write_config,
 )
 from tests.fakes.discord_api import snowflake_at, user
-from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.room import (
     AGENTS,
     CHANNEL_ID,
@@ -44,6 +43,7 @@ from tests.fakes.room import (
 )
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
+from tether.testing.model import FakeModel
 
 
 @pytest.fixture
@@ -56,8 +56,8 @@ async def room() -> AsyncIterator[TelegramRoom]:
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(reply=room_reply)
+async def model() -> AsyncIterator[FakeModel]:
+    server = FakeModel(reply=room_reply)
     await server.start()
     try:
         yield server
@@ -87,7 +87,7 @@ def metric(name: str) -> float:
     return REGISTRY.get_sample_value(*sample) or 0.0
 
 
-def room_config(room: TelegramRoom, model: FakeOpenAI, **rooms: Any) -> dict[str, Any]:
+def room_config(room: TelegramRoom, model: FakeModel, **rooms: Any) -> dict[str, Any]:
     return {"llm": llm_section(model.url), "agents": room.agents_section(), "rooms": rooms}
 
 
@@ -108,7 +108,7 @@ async def settled(gateways: Gateway | list[Gateway], room: TelegramRoom, **posts
 
 
 async def test_each_message_is_answered_once_by_the_agents_it_addresses(
-    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+    tmp_path: Path, room: TelegramRoom, model: FakeModel
 ) -> None:
     settings = make_settings(tmp_path, **room_config(room, model))
     gateway = Gateway(settings, build_adapters(settings))
@@ -135,7 +135,7 @@ async def test_each_message_is_answered_once_by_the_agents_it_addresses(
 
 
 async def test_an_agent_that_names_another_gets_one_answer(
-    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+    tmp_path: Path, room: TelegramRoom, model: FakeModel
 ) -> None:
     settings = make_settings(tmp_path, **room_config(room, model))
     gateway = Gateway(settings, build_adapters(settings))
@@ -161,7 +161,7 @@ async def test_an_agent_that_names_another_gets_one_answer(
 
 
 async def test_an_agent_chain_stops_at_the_guard(
-    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+    tmp_path: Path, room: TelegramRoom, model: FakeModel
 ) -> None:
     settings = make_settings(tmp_path, **room_config(room, model))
     gateway = Gateway(settings, build_adapters(settings))
@@ -184,7 +184,7 @@ async def test_an_agent_chain_stops_at_the_guard(
 
 
 async def test_the_rate_guard_keeps_back_what_is_over_it(
-    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+    tmp_path: Path, room: TelegramRoom, model: FakeModel
 ) -> None:
     """``agent_rate: 1``: the chain's second relay in a minute is kept back, with its line."""
     config = room_config(room, model, agent_rate=1, max_agent_turns=10)
@@ -207,7 +207,7 @@ async def test_the_rate_guard_keeps_back_what_is_over_it(
 
 
 async def test_sigkill_mid_exchange_loses_and_duplicates_nothing(
-    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+    tmp_path: Path, room: TelegramRoom, model: FakeModel
 ) -> None:
     """``tether run`` is killed while bob's answer to alice is being asked of the model;
     after a restart every message is answered exactly once."""
@@ -281,7 +281,7 @@ async def discord_settled(gateway: Gateway, fake: DiscordRoom, expected: int) ->
 
 
 async def test_a_discord_room_answers_each_message_once_and_stops_the_chain(
-    tmp_path: Path, discord_room: DiscordRoom, model: FakeOpenAI
+    tmp_path: Path, discord_room: DiscordRoom, model: FakeModel
 ) -> None:
     """Discord delivers each bot's message to the other bots too: that copy is dropped
     (relaying is the one path), so nothing is answered twice."""
@@ -321,7 +321,7 @@ async def test_a_discord_room_answers_each_message_once_and_stops_the_chain(
 
 
 async def test_two_instances_on_postgresql_answer_once_and_take_over(
-    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI, pg_dsn: str
+    tmp_path: Path, room: TelegramRoom, model: FakeModel, pg_dsn: str
 ) -> None:
     """Two gateways on one PostgreSQL store with the same three agents: each bot is
     long-polled by one of them, each message and relay handled once; when the first
@@ -356,7 +356,7 @@ async def test_two_instances_on_postgresql_answer_once_and_take_over(
 
 
 async def test_sigkill_mid_exchange_on_discord_loses_and_duplicates_nothing(
-    tmp_path: Path, discord_room: DiscordRoom, model: FakeOpenAI
+    tmp_path: Path, discord_room: DiscordRoom, model: FakeModel
 ) -> None:
     """Killed while carol is being asked about alice's message; a person writes to bob
     while the gateway is down. After the restart (a new Discord session, so a backfill)
@@ -393,7 +393,7 @@ async def test_sigkill_mid_exchange_on_discord_loses_and_duplicates_nothing(
 
 
 async def test_relays_pass_the_access_rules_and_the_flood_limit_that_people_meet(
-    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+    tmp_path: Path, room: TelegramRoom, model: FakeModel
 ) -> None:
     """Only the two people are allowed (by user id) and each may send one message a
     minute: alice, asked twice, is heard by bob and carol all the same. Her messages are
@@ -417,7 +417,7 @@ async def test_relays_pass_the_access_rules_and_the_flood_limit_that_people_meet
 
 
 async def test_respond_to_agents_all_never_and_an_agents_own_access(
-    tmp_path: Path, room: TelegramRoom, model: FakeOpenAI
+    tmp_path: Path, room: TelegramRoom, model: FakeModel
 ) -> None:
     """bob hears every agent message (``all``), carol none (``never``) even when named;
     carol answers only the first person (her ``access.allow``), alice everyone."""

@@ -149,8 +149,8 @@ async def test_stop_ends_a_turn_waiting_on_a_slow_tool_and_the_next_is_answered(
 ) -> None:
     """Through the llm agent's tool loop: the model asks for a tool that waits on the
     slow service; /stop ends the turn, the next message gets a normal answer."""
-    from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
     from tether.gateway.assembly import load_router
+    from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
     def reply(body: Body) -> str | Body:
         last = [m for m in body["messages"] if m.get("role") == "user"][-1]["content"]
@@ -166,7 +166,7 @@ async def test_stop_ends_a_turn_waiting_on_a_slow_tool_and_the_next_is_answered(
         async with aiohttp.ClientSession() as http, http.get(service.url) as response:
             return await response.text()
 
-    fake = FakeOpenAI(reply=reply)
+    fake = FakeModel(reply=reply)
     await fake.start()
     settings = make_settings(
         tmp_path,

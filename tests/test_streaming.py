@@ -2,7 +2,7 @@
 editing one preview message within the platform's edit rate, and finished by the
 checkpointed outbox row editing that same message — also across a SIGKILL mid-stream.
 
-The fake model writes at a set pace (tests/fakes/openai_stream.py); the properties are
+The fake model writes at a set pace (tether/testing/stream.py); the properties are
 checked on what the fake platforms recorded (each call's arrival time, each message's
 text as shown), never on how fast anything ran.
 """
@@ -39,8 +39,6 @@ from tests.fakes.feishu_api import (
     message_event,
     signed_request,
 )
-from tests.fakes.openai_api import FakeOpenAI
-from tests.fakes.openai_stream import Pacing
 from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.base import Sent
 from tether.adapters.loopback import LoopbackAdapter
@@ -49,6 +47,8 @@ from tether.events import OutMessage
 from tether.gateway.agent.streaming import PREVIEW_STEP
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
+from tether.testing.model import FakeModel
+from tether.testing.stream import Pacing
 from tether.text import split_text
 
 ANSWER = (
@@ -59,8 +59,8 @@ SHOWN = readable(ANSWER)
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(reply=lambda body: ANSWER)
+async def model() -> AsyncIterator[FakeModel]:
+    server = FakeModel(reply=lambda body: ANSWER)
     await server.start()
     try:
         yield server
@@ -68,11 +68,11 @@ async def model() -> AsyncIterator[FakeOpenAI]:
         await server.close()
 
 
-def llm_section(model: FakeOpenAI) -> dict[str, Any]:
+def llm_section(model: FakeModel) -> dict[str, Any]:
     return model.section(timeout=10)
 
 
-def telegram_sections(telegram: FakeTelegram, model: FakeOpenAI, **agent: Any) -> dict[str, Any]:
+def telegram_sections(telegram: FakeTelegram, model: FakeModel, **agent: Any) -> dict[str, Any]:
     platform = {"token": telegram.token, "base_url": telegram.base_url, "poll_timeout": 1,
                 "rate_limits": False, "typing": False}  # fmt: skip
     return {
@@ -100,7 +100,7 @@ def message_calls(telegram: FakeTelegram, chat: int) -> list[float]:
 
 
 async def test_a_streamed_telegram_reply_edits_one_message_at_most_once_a_second(
-    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
     model.pacing = Pacing(pieces=16, gap=0.35)  # ~5 s of writing
     settings = make_settings(tmp_path, **telegram_sections(telegram, model))
@@ -135,7 +135,7 @@ async def test_a_streamed_telegram_reply_edits_one_message_at_most_once_a_second
 
 
 async def test_streaming_false_sends_one_message_without_edits(
-    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
     model.pacing = Pacing(pieces=8, gap=0.3)
     settings = make_settings(tmp_path, **telegram_sections(telegram, model, streaming=False))
@@ -153,7 +153,7 @@ async def test_streaming_false_sends_one_message_without_edits(
 
 
 async def test_a_quick_answer_is_one_message_without_a_preview(
-    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
     settings = make_settings(tmp_path, **telegram_sections(telegram, model))
     gateway = await run_gateway(settings)
@@ -169,7 +169,7 @@ async def test_a_quick_answer_is_one_message_without_a_preview(
 
 
 async def test_a_refused_preview_leaves_the_answer_to_one_plain_send(
-    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
     model.pacing = Pacing(pieces=10, gap=0.3)
     telegram.fail_next("sendMessage", 500, "Internal Server Error")  # the preview
@@ -189,7 +189,7 @@ async def test_a_refused_preview_leaves_the_answer_to_one_plain_send(
 
 
 async def test_a_rate_limited_edit_waits_it_out_and_streaming_goes_on(
-    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
     model.pacing = Pacing(pieces=16, gap=0.35)
     telegram.fail_next("editMessageText", 429, "Too Many Requests: retry after 1", retry_after=1)
@@ -216,7 +216,7 @@ async def test_an_answer_past_the_limit_streams_its_first_part_and_sends_the_res
     long = "\n".join(f"Line {n}: the model keeps writing, and writing more." for n in range(110))
     parts = [readable(part) for part in split_text(long, 4096, shown_length)]
     assert len(parts) == 2
-    model = FakeOpenAI(reply=lambda body: long, pacing=Pacing(pieces=12, gap=0.3))
+    model = FakeModel(reply=lambda body: long, pacing=Pacing(pieces=12, gap=0.3))
     await model.start()
     settings = make_settings(tmp_path, **telegram_sections(telegram, model))
     gateway = await run_gateway(settings)
@@ -241,7 +241,7 @@ async def test_an_answer_past_the_limit_streams_its_first_part_and_sends_the_res
 
 
 async def test_a_streamed_discord_reply_edits_its_preview_into_the_answer(
-    tmp_path: Path, model: FakeOpenAI
+    tmp_path: Path, model: FakeModel
 ) -> None:
     model.pacing = Pacing(pieces=12, gap=0.35)
     discord = await FakeDiscord().start()
@@ -271,7 +271,7 @@ async def test_a_streamed_discord_reply_edits_its_preview_into_the_answer(
 
 
 async def test_a_streamed_feishu_reply_edits_its_post_within_feishus_edit_cap(
-    tmp_path: Path, model: FakeOpenAI
+    tmp_path: Path, model: FakeModel
 ) -> None:
     model.pacing = Pacing(pieces=12, gap=0.35)
     feishu = FakeFeishu().start()
@@ -313,7 +313,7 @@ async def test_a_streamed_feishu_reply_edits_its_post_within_feishus_edit_cap(
 
 
 async def test_sigkill_mid_stream_ends_with_one_message_holding_the_full_text(
-    tmp_path: Path, telegram: FakeTelegram, model: FakeOpenAI
+    tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
     pacing = Pacing(pieces=16, gap=0.25, hold_after=10)
     model.pacing = pacing
@@ -373,7 +373,7 @@ class Editable(LoopbackAdapter):
 
 
 async def test_a_preview_keeps_within_the_platforms_edit_cap_and_leaves_room_for_the_answer(
-    tmp_path: Path, model: FakeOpenAI
+    tmp_path: Path, model: FakeModel
 ) -> None:
     model.pacing = Pacing(pieces=60, gap=0.04)  # many pieces, far more than 6 edits' worth
     settings = make_settings(tmp_path, llm=llm_section(model), agent={"handler": "llm"})

@@ -31,7 +31,6 @@ from tests.conftest import (
     running,
     write_config,
 )
-from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
 from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import load_text
@@ -45,6 +44,7 @@ from tether.gateway.handler.tool import Tool
 from tether.gateway.tools.execute import UNKNOWN, execute
 from tether.gateway.tools.loop import ROUNDS_USED
 from tether.memory.inmemory import MemoryStore
+from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
 calls: list[tuple[int, int]] = []
 tools_router = Router("test-tools")
@@ -75,8 +75,8 @@ def _fresh_calls() -> None:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI()
+async def fake() -> AsyncIterator[FakeModel]:
+    server = FakeModel()
     await server.start()
     try:
         yield server
@@ -84,7 +84,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         await server.close()
 
 
-def settings_for(tmp_path: Path, fake: FakeOpenAI, **sections: Any) -> Any:
+def settings_for(tmp_path: Path, fake: FakeModel, **sections: Any) -> Any:
     llm = fake.section(timeout=5)
     agent = {"handler": "llm", **sections.pop("agent", {})}
     return make_settings(tmp_path, llm=merge(llm, sections.pop("llm", {})), agent=agent, **sections)
@@ -165,7 +165,7 @@ def test_docstring_sections() -> None:
 
 
 async def test_the_model_calls_a_tool_and_answers_with_its_result(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.reply = scripted(asks_for(tool_call("add", {"a": 2, "b": 3}, id="c1")), "It is 5.")
     settings = settings_for(tmp_path, fake)
@@ -208,7 +208,7 @@ async def own_timeout() -> str:
 
 
 async def test_a_hung_tool_is_cancelled_at_its_timeout_and_the_model_hears_why(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.reply = scripted(
         asks_for(tool_call("book", {"slot": "9:00"}, id="b"), tool_call("own_timeout", {})),
@@ -241,7 +241,7 @@ async def test_a_hung_tool_is_cancelled_at_its_timeout_and_the_model_hears_why(
     assert json.loads(stored[0])["outcome"] == "timeout"
 
 
-async def test_invalid_arguments_go_back_to_the_model(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_invalid_arguments_go_back_to_the_model(tmp_path: Path, fake: FakeModel) -> None:
     fake.reply = scripted(
         asks_for(
             tool_call("add", {"a": "two"}, id="bad"),
@@ -266,7 +266,7 @@ async def test_invalid_arguments_go_back_to_the_model(tmp_path: Path, fake: Fake
 
 
 async def test_rounds_stop_at_max_tool_rounds_and_the_model_answers_without_tools(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     def reply(body: Body) -> str | Body:
         if body.get("tools"):
@@ -288,7 +288,7 @@ async def test_rounds_stop_at_max_tool_rounds_and_the_model_answers_without_tool
 
 
 async def test_a_round_that_would_cross_the_budget_is_not_made(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.reply = scripted(asks_for(tool_call("add", {"a": 1})), "never asked")
     fake.usage = (1000, 80)  # the first round spends 1080 of 1100
@@ -304,7 +304,7 @@ async def test_a_round_that_would_cross_the_budget_is_not_made(
 
 
 async def test_remember_and_forget_are_tools_and_each_can_be_switched_off(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.reply = scripted(
         asks_for(tool_call("remember", {"fact": "Ada drinks tea, no sugar."})), "Noted."
@@ -327,7 +327,7 @@ async def test_remember_and_forget_are_tools_and_each_can_be_switched_off(
     assert "remember" not in fake.requests[0].tools and "forget" in fake.requests[0].tools
 
 
-async def test_no_tools_no_tools_parameter(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_no_tools_no_tools_parameter(tmp_path: Path, fake: FakeModel) -> None:
     fake.reply = scripted("plain")
     off = dict.fromkeys(
         ["remember", "forget", "schedule", "list_schedules", "cancel_schedule"], False
@@ -480,7 +480,7 @@ async def test_whatever_arguments_the_model_sends_the_turn_goes_on(arguments: An
 
 
 async def test_a_dead_events_snapshot_and_tether_dead_show_have_the_tool_transcript(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.reply = scripted(asks_for(tool_call("add", {"a": 4, "b": 1}, id="c1")), "never")
     fake.fail(
@@ -531,7 +531,7 @@ def test_the_transcript_marks_a_call_that_never_finished() -> None:
     ]
 
 
-async def test_the_budget_counts_the_tool_schemas_sent(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_the_budget_counts_the_tool_schemas_sent(tmp_path: Path, fake: FakeModel) -> None:
     # ~40 tokens of messages fit in 120; with the schemas of four tools they do not
     settings = settings_for(tmp_path, fake, memory={"task_token_budget": 120})
     async with running(settings, router_for(settings)) as (gateway, loop):
@@ -543,7 +543,7 @@ async def test_the_budget_counts_the_tool_schemas_sent(tmp_path: Path, fake: Fak
 
 
 async def test_a_model_without_tool_calling_is_asked_without_tools(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.reply = scripted("plain answer")
     settings = settings_for(tmp_path, fake, llm={"models": {"main": {"tools": False}}})
@@ -576,7 +576,7 @@ async def test_marks_are_read_on_every_attempt_and_belong_to_one_call() -> None:
 
 
 async def test_a_tool_that_replies_sends_with_the_turns_checkpoint(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.reply = scripted(asks_for(tool_call("note_to_chat", {"text": "lunch at 1"})), "Posted.")
     settings = settings_for(tmp_path, fake)

@@ -20,9 +20,9 @@ import pytest
 
 from tests.conftest import db_rows, subprocess_env, write_config
 from tests.fakes.counter import Counter
-from tests.fakes.openai_api import Body, FakeOpenAI, asks_for, tool_call
 from tests.test_crash import control_socket, spawn
 from tether.gateway.tools.execute import UNKNOWN
+from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
 FINAL = "Bumped it."
 
@@ -39,8 +39,8 @@ def after_the_tool(body: Body) -> bool:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(reply=reply)
+async def fake() -> AsyncIterator[FakeModel]:
+    server = FakeModel(reply=reply)
     await server.start()
     try:
         yield server
@@ -58,7 +58,7 @@ async def counter() -> AsyncIterator[Counter]:
         await service.close()
 
 
-def config(tmp_path: Path, fake: FakeOpenAI) -> Path:
+def config(tmp_path: Path, fake: FakeModel) -> Path:
     return write_config(
         tmp_path,
         plugins=["tests.plugins.tools_counter:router"],
@@ -68,7 +68,7 @@ def config(tmp_path: Path, fake: FakeOpenAI) -> Path:
     )
 
 
-async def start(tmp_path: Path, fake: FakeOpenAI, counter: Counter, text: str) -> Any:
+async def start(tmp_path: Path, fake: FakeModel, counter: Counter, text: str) -> Any:
     env = subprocess_env(
         TETHER_TEST_COUNTER=counter.url, TETHER_TEST_SOCKET=str(tmp_path / "ctl.sock")
     )
@@ -79,7 +79,7 @@ async def start(tmp_path: Path, fake: FakeOpenAI, counter: Counter, text: str) -
     return proc
 
 
-async def restart(tmp_path: Path, fake: FakeOpenAI, counter: Counter) -> Any:
+async def restart(tmp_path: Path, fake: FakeModel, counter: Counter) -> Any:
     env = subprocess_env(
         TETHER_TEST_COUNTER=counter.url, TETHER_TEST_SOCKET=str(tmp_path / "ctl.sock")
     )
@@ -101,7 +101,7 @@ def steps(tmp_path: Path) -> dict[str, str]:
 
 
 async def test_killed_after_the_tool_ran_before_the_final_answer(
-    tmp_path: Path, fake: FakeOpenAI, counter: Counter
+    tmp_path: Path, fake: FakeModel, counter: Counter
 ) -> None:
     fake.hold(after_the_tool)
     first = await start(tmp_path, fake, counter, "bump the counter")
@@ -121,7 +121,7 @@ async def test_killed_after_the_tool_ran_before_the_final_answer(
 
 
 async def test_killed_after_the_final_answer_before_the_checkpoint(
-    tmp_path: Path, fake: FakeOpenAI, counter: Counter
+    tmp_path: Path, fake: FakeModel, counter: Counter
 ) -> None:
     async with control_socket(tmp_path / "ctl.sock") as handlers:
         first = await start(tmp_path, fake, counter, "block: bump the counter")
@@ -144,7 +144,7 @@ async def test_killed_after_the_final_answer_before_the_checkpoint(
 
 
 async def test_a_call_cut_off_mid_way_is_not_run_again_and_the_model_is_told(
-    tmp_path: Path, fake: FakeOpenAI, counter: Counter
+    tmp_path: Path, fake: FakeModel, counter: Counter
 ) -> None:
     counter.hold()  # the service takes the request and never answers
     first = await start(tmp_path, fake, counter, "bump the counter")

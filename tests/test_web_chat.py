@@ -203,12 +203,12 @@ async def test_chat_api_without_the_web_platform_is_404(tmp_path: Path) -> None:
 async def test_a_streamed_answer_shows_while_written_then_once_in_full(tmp_path: Path) -> None:
     from playwright.async_api import expect
 
-    from tests.fakes.openai_api import FakeOpenAI
-    from tests.fakes.openai_stream import Pacing
+    from tether.testing.model import FakeModel
+    from tether.testing.stream import Pacing
 
     answer = " ".join(f"word{i}" for i in range(40))
     pacing = Pacing(pieces=16, gap=0.15, hold_after=10)
-    model = FakeOpenAI(reply=lambda body: answer, pacing=pacing)
+    model = FakeModel(reply=lambda body: answer, pacing=pacing)
     await model.start()
     llm = model.section()
     settings = chat_settings(tmp_path, llm=llm)

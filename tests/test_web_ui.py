@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, make_settings
-from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegram
 from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram import TelegramAdapter
@@ -32,6 +31,7 @@ from tether.gateway.assembly import build_adapters
 from tether.gateway.builtin.echo import echo_router
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Router
+from tether.testing.model import FakeModel
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(
@@ -223,7 +223,7 @@ async def test_a_dead_letter_retried_from_its_page_is_answered_on_telegram(
 async def test_a_fact_forgotten_on_the_page_is_gone_from_the_next_prompt(
     tmp_path: Path, browser: Browser
 ) -> None:
-    llm = FakeOpenAI(reply=lambda body: "noted")
+    llm = FakeModel(reply=lambda body: "noted")
     await llm.start()
     section = llm.section(timeout=5)
     settings = make_settings(tmp_path, http={"enabled": True, "port": 0, "ui": UI}, llm=section)

@@ -1,11 +1,13 @@
-"""An example plugin: a command, a memoized step, and a middleware."""
+"""An example plugin: commands, a memoized step, buttons, a tool for the agent, and a
+middleware. Its tests are ``examples/test_mybot.py``, written with ``tether.testing``."""
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Any
 
-from tether import Context, Event, NextHandler, Router
+from tether import Button, Context, Event, NextHandler, Router
 
 router = Router("mybot")
 
@@ -22,8 +24,6 @@ async def timing(handler: NextHandler, event: Event, data: dict[str, Any]) -> An
 @router.command("roll")
 async def roll(ctx: Context) -> None:
     """/roll 20 — a die roll that stays the same if the event is re-run after a crash."""
-    import random
-
     sides = int(ctx.event.args) if ctx.event.args.isdigit() else 6
     value = await ctx.step("roll", lambda: random.randint(1, sides))
     await ctx.reply(f"🎲 {value} (d{sides})")
@@ -34,3 +34,30 @@ async def history(ctx: Context) -> None:
     turns = await ctx.memory.history(5)
     lines = [f"{t.role}: {t.text}" for t in turns] or ["(nothing yet)"]
     await ctx.reply("\n".join(lines))
+
+
+@router.command("lunch")
+async def lunch(ctx: Context) -> None:
+    """/lunch — a question with two buttons; a press comes back as a callback."""
+    await ctx.reply(
+        "Lunch at noon?",
+        buttons=[[Button("Yes", data="lunch:yes"), Button("No", data="lunch:no")]],
+    )
+
+
+@router.callback("lunch:")
+async def lunch_answer(ctx: Context) -> None:
+    answer = ctx.event.text.removeprefix("lunch:")
+    ctx.memory.remember(f"{ctx.event.sender.name if ctx.event.sender else 'someone'} said {answer}")
+    await ctx.reply("See you at noon." if answer == "yes" else "Maybe next time.")
+
+
+@router.tool(idempotent=True)
+async def opening_hours(place: str) -> str:
+    """When a place near the office is open.
+
+    Args:
+        place: The place's name, e.g. "canteen".
+    """
+    hours = {"canteen": "11:30-14:00", "cafe": "08:00-18:00"}
+    return hours.get(place.lower(), f"I do not know {place!r}")

@@ -9,7 +9,7 @@ times. A quick answer is simply sent when it is complete: no preview, no edits.
 The preview is a courtesy; the answer itself is still the checkpointed outbox row. As
 soon as the preview is sent its platform id is saved as the event's step
 ``stream:preview`` (durably, before anything else happens), and the final reply row
-carries it (``meta[EDIT_META]``, :mod:`.edits`): the outbox delivers the first part of
+carries it (``meta[EDIT_META]``, ``gateway/core/edits.py``): the outbox delivers the first part of
 the answer by *editing the preview*, and sends what is past the platform's limit as
 more messages. An edit is idempotent, so every crash converges on one message with
 the full text:

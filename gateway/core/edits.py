@@ -1,6 +1,6 @@
 """An outbox row that edits a message already in the chat instead of posting a new one.
 
-A streamed reply (:mod:`.streaming`) is shown while the model writes it by editing one
+A streamed reply (``gateway/agent/streaming.py``) is shown while the model writes it by editing one
 preview message. Its durable form is still an outbox row, committed with the event's
 checkpoint; that row carries the preview's platform id in ``meta[EDIT_META]``, and the
 outbox delivers it with :meth:`Adapter.edit` instead of :meth:`Adapter.send`.

@@ -8,7 +8,7 @@ message would run only after the turn it is meant to stop — up to
   test; it still goes through the pipeline, so access, dedup and the checkpoint hold);
 - the pipeline registers each running handler here with its ``asyncio.timeout``, by
   conversation (:meth:`Turns.running`);
-- the ``/stop`` command (:mod:`.stop_command`, ahead of every router) moves that
+- the ``/stop`` command (``gateway/builtin/stop.py``, ahead of every router) moves that
   deadline to *now*: the handler is cancelled where it waits (an LLM call, a slow
   tool) and the timeout turns the cancellation into a ``TimeoutError`` the pipeline
   recognizes as a stop (:meth:`Turns.stopped`), not a timeout.

@@ -186,7 +186,7 @@ class Context:
     ) -> None:
         """Queue a message to any chat, e.g. ``"telegram:12345"``; sent after checkpoint.
 
-        A bad ``buttons`` spec raises :class:`~tether.buttons.ButtonError` here, naming
+        A bad ``buttons`` spec raises :class:`~tether.errors.ButtonError` here, naming
         the button and the limit, instead of failing later in the outbox."""
         if isinstance(target, str):
             target = Target.parse(target)
@@ -216,8 +216,8 @@ class Context:
 
     async def download(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
         """The bytes of a file the person sent (one of ``ctx.event.attachments``), through
-        the platform's file API; :class:`~tether.adapters.media.TooLarge` past
-        ``max_bytes`` (default 20 MB), :class:`~tether.adapters.media.DownloadError` when
+        the platform's file API; :class:`~tether.errors.TooLarge` past
+        ``max_bytes`` (default 20 MB), :class:`~tether.errors.DownloadError` when
         the platform will not give it. A plain read: calling it again is harmless."""
         downloads = self._turn.downloads
         if downloads is None:

@@ -4,7 +4,7 @@ file's bytes in the store's blobs while the handler runs.
 Stored before the checkpoint: when the checkpoint commits the outbox rows, the bytes
 they name are already durable, so a row never points at nothing. A handler that runs
 again stores the same bytes under the same key (their sha256): nothing twice. Kept
-apart from :mod:`.media` (rows → platform calls), which needs the adapters: the context
+apart from ``gateway/core/media.py`` (rows → platform calls), which needs the adapters: the context
 imports this module, and must not reach the adapters through it.
 """
 

@@ -1,8 +1,8 @@
 """``ctx.llm``: the gateway's :class:`~tether.gateway.llm.client.LLM` as one event sees it —
 every call a memoized step, within the event's and the conversation's token budgets.
 
-Apart from :mod:`.llm` (which talks to providers) because this half talks to the event:
-its steps, its memory and its budgets.
+Apart from ``gateway/llm/client.py`` (which talks to providers) because this half talks
+to the event: its steps, its memory and its budgets.
 """
 
 from __future__ import annotations

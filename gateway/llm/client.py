@@ -18,7 +18,7 @@ Each handler gets ``ctx.llm``, a :class:`TaskLLM` bound to its event:
   prices) is recorded per conversation, model and day in the checkpoint transaction.
 
 The SDK's own retries are off (``max_retries=0``). A provider's keys are a pool
-(:mod:`.llm_keys`): a 429 cools one key and the call moves to the next at once, a 401,
+(:mod:`.keys`): a 429 cools one key and the call moves to the next at once, a 401,
 402 or 403 takes the key out; only when no key is left does the call raise
 :class:`~tether.errors.Retryable` (every key cooling: the pipeline retries the event
 durably at the earliest end of a cooldown) or :class:`~tether.errors.Fatal` (every key

@@ -122,7 +122,7 @@ class ReminderTools:
             found = await reminders.owned(ctx.conversation)
             if not found:
                 return "no schedules in this chat"
-            now = datetime.now(UTC)
+            now = reminders.clock()
             return "\n".join(describe(reminder, now) for reminder in found)
 
         async def cancel_schedule(ctx: Context, id: str) -> str:
@@ -167,7 +167,7 @@ async def _schedule(
         zone(tz)
     except ValueError as exc:
         raise ToolError(f"timezone: {exc}") from None
-    now = datetime.now(UTC)
+    now = reminders.clock()  # the scheduler's clock: a test may move it
     moment = None
     if at is not None and at.strip():
         moment = parse_at(at, tz, now)
@@ -192,6 +192,7 @@ async def _schedule(
         at=moment,
         timezone=tz,
         event_key=ctx.event.key,
+        created=now.timestamp(),
     )
     stored = await reminders.add(made)
     return "scheduled " + describe(stored, now)

@@ -1,7 +1,7 @@
 """What the console changes, and how one logs in: each action is the operation the CLI
 or a chat command would run, never a second implementation of it.
 
-- Retry a dead letter: :meth:`~tether.memory.roles.ReportStore.requeue`, which is ``tether
+- Retry a dead letter: :meth:`~tether.memory.operator.ReportStore.requeue`, which is ``tether
   dead retry``; then the row is handed to this gateway's lanes at once instead of
   waiting for the sweep (which would find it anyway, and knows it is queued).
 - Run a job now: the manual fire ``tether jobs run`` inserts (``cron:{job}:manual:…``),

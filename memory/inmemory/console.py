@@ -24,7 +24,7 @@ from tether.memory.records import DeadLetter, Fact, InboxRow, OutboxRow
 
 
 class ConsoleTables:
-    """:class:`~tether.memory.roles.ConsoleStore` over the dicts :class:`MemoryStore` owns."""
+    """:class:`~tether.memory.operator.ConsoleStore` over the dicts :class:`MemoryStore` owns."""
 
     _inbox: dict[str, InboxRow]
     _touched: dict[str, float]

@@ -77,7 +77,7 @@ class PostgresStore(SqlStore):
     shared = True
     _newest_unsummarized, _oldest_unsummarized = sql.unsummarized_pages("messages")
     _last_received = sql.last_received("split_part(conversation, ':', 1)")
-    #: The console's time buckets (console_sql.py): a CAST to integer would round here.
+    #: The console's time buckets (memory/sql/console.py): a CAST to integer would round here.
     _bucket = "floor(({column} - ?) / ?)::bigint"
 
     def __init__(self, dsn: str, *, pool_size: int = 10) -> None:

@@ -84,7 +84,7 @@ def _series_queries(bucket: str) -> dict[str, str]:
 
 
 class ConsoleSql:
-    """:class:`~tether.memory.roles.ConsoleStore` over ``_rows`` and ``_write``."""
+    """:class:`~tether.memory.operator.ConsoleStore` over ``_rows`` and ``_write``."""
 
     #: How a timestamp column falls into a bucket: ``(column - since) / bucket``, truncated.
     _bucket = "CAST(({column} - ?) / ? AS INTEGER)"

@@ -24,8 +24,8 @@ from aiohttp import web
 
 from tests.fakes import discord_api
 from tests.fakes.discord_api import CHANNEL_ID, USER, FakeDiscord, snowflake_at, user
-from tests.fakes.openai_api import API_KEY, Body
 from tests.fakes.telegram_api import FakeTelegram
+from tether.testing.model import API_KEY, Body
 
 AGENTS = ("alice", "bob", "carol")
 CHAT = -100500

@@ -1,10 +1,18 @@
-"""A fake OpenAI-compatible chat completions server on 127.0.0.1, for the real SDK.
+"""A scripted model: an OpenAI-compatible chat completions server on 127.0.0.1.
 
-It records every request (body and headers), answers with a scripted or default text
-and a usage block (by default tiktoken's count of the prompt, and the completion capped
-at ``max_tokens`` as a real server would), and can be told to fail: a status for the
-next N requests, for every request to one model or with one API key, or for requests a
-predicate picks (e.g. summary calls); or to hang until the server closes (to exercise timeouts).
+The gateway's real client (the ``openai`` SDK) talks to it over HTTP, as it talks to a
+provider, so a test exercises the same routing, budgets, memoized steps, tool loop and
+streaming a deployment runs. It records every request (body and headers) and answers
+from its script: ``FakeModel.scripted("Hello", asks_for(tool_call("add", {"a": 1})),
+"It is 1.")`` answers the first request with text, the second with a tool call, and
+every later one with the last answer; or ``reply=`` decides from each request's body.
+Each answer carries a usage block (tiktoken's count of the prompt; the completion capped
+at ``max_tokens``, as a real server would), and is streamed as server-sent events when
+the request asks (:mod:`.stream`).
+
+It can be told to fail: a status for the next N requests, for every request to one
+model or with one API key, or for requests a predicate picks (e.g. summary calls); or
+to hang until the server closes (to exercise timeouts).
 """
 
 from __future__ import annotations
@@ -20,11 +28,13 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.openai_stream import Pacing, stream
 from tether.memory import tokens
+from tether.testing.stream import Pacing, stream
 
 Body = dict[str, Any]
-#: The key tests configure for the fake provider (a secret: it must never be logged).
+#: What a script's answer is: a text, or a message such as :func:`asks_for`'s.
+Answer = str | Body
+#: The key the fake provider is configured with (a secret: it must never be logged).
 API_KEY = "sk-fake-0123456789abcdef"
 
 
@@ -72,15 +82,21 @@ class _Failure:
 
 
 @dataclass
-class FakeOpenAI:
+class FakeModel:
     """``reply(body) -> text`` decides the answers (or ``-> message``: a dict such as
-    ``{"tool_calls": [...]}``, see :func:`tool_call`); ``usage`` overrides the token counts."""
+    ``{"tool_calls": [...]}``, see :func:`tool_call`); ``usage`` overrides the token counts.
 
-    reply: Callable[[Body], str | Body] = field(default=lambda body: "ok")
+    Used as an async context manager it serves while the block runs::
+
+        async with FakeModel.scripted("Hello!") as model:
+            ...  # model.section() is the llm: config that points at it
+    """
+
+    reply: Callable[[Body], Answer] = field(default=lambda body: "ok")
     usage: tuple[int, int] | None = None
     requests: list[Request] = field(default_factory=list)
     url: str = ""
-    #: How streamed answers are cut and held (openai_stream.py); None: all at once.
+    #: How streamed answers are cut and held (.stream); None: all at once.
     pacing: Pacing | None = None
 
     def __post_init__(self) -> None:
@@ -91,6 +107,18 @@ class FakeOpenAI:
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
+
+    @classmethod
+    def scripted(cls, *answers: Answer) -> FakeModel:
+        """A model answering the n-th request with the n-th answer (the last repeats)."""
+        return cls(reply=scripted(*answers))
+
+    async def __aenter__(self) -> FakeModel:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     # -- scripting ----------------------------------------------------------------
 
@@ -160,8 +188,8 @@ class FakeOpenAI:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/v1"
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}/v1"
         return self.url
 
     async def close(self) -> None:
@@ -232,6 +260,19 @@ class FakeOpenAI:
                         self._failures.remove(failure)
                 return failure
         return None
+
+
+def scripted(*answers: Answer) -> Callable[[Body], Answer]:
+    """A ``reply`` answering the n-th request with the n-th answer (the last repeats)."""
+    if not answers:
+        raise ValueError("a script needs at least one answer")
+    seen = [0]
+
+    def reply(body: Body) -> Answer:
+        seen[0] += 1
+        return answers[min(seen[0], len(answers)) - 1]
+
+    return reply
 
 
 def tool_call(name: str, arguments: str | dict[str, Any] = "{}", *, id: str = "") -> Body:

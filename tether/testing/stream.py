@@ -1,4 +1,4 @@
-"""The fake OpenAI server's streamed answers (``stream: true``): server-sent events, one
+"""The scripted model's streamed answers (``stream: true``): server-sent events, one
 ``chat.completion.chunk`` per piece of the text, tool calls, the finish reason, and the
 usage chunk when ``stream_options.include_usage`` asks for it — as the API sends them.
 
@@ -82,7 +82,7 @@ async def stream(
         prompt, completion = usage
         counts = {"prompt_tokens": prompt, "completion_tokens": completion,
                   "total_tokens": prompt + completion}  # fmt: skip
-        chunk = {**base, "choices": [], "usage": counts}
+        chunk: dict[str, Any] = {**base, "choices": [], "usage": counts}
         await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
