@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TETHER, db_rows, make_settings, running, write_config
+from tests.support.config import db_rows, make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER
 from tether import Context, Router
 from tether.gateway.builtin.access import APPROVED_NOTICE
 

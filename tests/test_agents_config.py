@@ -122,7 +122,7 @@ def test_rooms_values_are_checked() -> None:
 def test_tether_check_reports_the_key(tmp_path: Path) -> None:
     import subprocess
 
-    from tests.conftest import TETHER, subprocess_env
+    from tests.support.processes import TETHER, subprocess_env
 
     config = tmp_path / "tether.yaml"
     agents = [{"name": "a", "handler": "echo", "platforms": tg(1)}] * 2
@@ -231,7 +231,8 @@ async def test_the_console_and_events_of_no_account_talk_to_the_first_agent(
 ) -> None:
     """``tether chat`` beside ``agents:``: the console is no agent's account, so the
     first agent answers it, with its own persona and memory."""
-    from tests.conftest import make_settings, running
+    from tests.support.config import make_settings
+    from tests.support.gateway import running
 
     agents = [
         {"name": "first", "handler": "echo", "persona": "one"},

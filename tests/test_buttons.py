@@ -21,7 +21,6 @@ import aiohttp
 import pytest
 import structlog
 
-from tests.conftest import db_rows, events_named, inbox_rows, make_settings, running
 from tests.fakes.discord_api import CHANNEL_ID, FakeDiscord
 from tests.fakes.feishu_api import (
     APP_ID,
@@ -34,6 +33,8 @@ from tests.fakes.feishu_api import (
     signed_request,
 )
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import db_rows, events_named, inbox_rows, make_settings
+from tests.support.gateway import running
 from tether.adapters.discord.send import send_nonce
 from tether.adapters.feishu.send import send_uuid
 from tether.adapters.loopback import LoopbackAdapter
@@ -301,12 +302,9 @@ async def test_telegram_press_delivered_twice_runs_once_and_is_answered_before_t
 
 
 @pytest.fixture
-async def discord_fake() -> AsyncIterator[FakeDiscord]:
-    server = await FakeDiscord().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
+def discord_fake(discord: FakeDiscord) -> FakeDiscord:
+    """The shared fake (discord, tests/fixtures.py), as this module uses it."""
+    return discord
 
 
 def discord_settings(tmp_path: Path, fake: FakeDiscord) -> Settings:
@@ -362,15 +360,6 @@ async def test_discord_renders_components_and_a_press_twice_runs_once_acked_in_t
 
 
 # -- Feishu: an interactive card; the card callback answered after the commit -------------
-
-
-@pytest.fixture
-def feishu() -> Any:
-    server = FakeFeishu().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def feishu_settings(tmp_path: Path, fake: FakeFeishu) -> Settings:

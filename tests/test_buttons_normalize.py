@@ -12,7 +12,6 @@ accepts renders into markup that each fake platform's own checks accept.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fakes import discord_api, feishu_api, telegram_api
+from tests.support.config import CORPUS as SHARED_CORPUS
 from tether.adapters.discord.buttons import components, press
 from tether.adapters.feishu.cards import card_body
 from tether.adapters.feishu.normalize import Bot
@@ -32,7 +32,7 @@ from tether.buttons import Button, keyboard
 from tether.errors import ButtonError
 from tether.events import Event, Kind
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+CORPUS = SHARED_CORPUS
 TG = Recipient(bot_id=123456, username="tether_test_bot")
 FS = Bot(open_id="ou_tether", name="Tether")
 

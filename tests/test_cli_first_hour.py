@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TETHER, make_settings, running, write_config
 from tests.fakes.cluster import free_port
-from tests.test_feishu import ready
+from tests.support.config import ROOT, make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER, ready
 from tether import Context, Fatal, Router
 from tether.config import load
 

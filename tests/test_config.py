@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TETHER
+from tests.support.processes import TETHER
 from tether.config import load, load_text
 from tether.errors import ConfigError
 from tether.gateway.cli import main

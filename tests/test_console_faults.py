@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TETHER, make_settings, running, subprocess_env, write_config
-from tests.test_start_faults import writers
+from tests.support.config import make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER, subprocess_env, writers
 from tether.adapters.console import ConsoleAdapter
 
 LINES = 3000

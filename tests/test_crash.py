@@ -11,47 +11,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import TETHER, subprocess_env, write_config
-
-
-class Handlers:
-    """The test's end of the blocking plugin's socket."""
-
-    def __init__(self) -> None:
-        self.entered: asyncio.Queue[tuple[str, asyncio.StreamWriter]] = asyncio.Queue()
-
-    async def on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        line = (await reader.readline()).decode().strip()
-        await self.entered.put((line, writer))
-
-
-@asynccontextmanager
-async def control_socket(path: Path) -> AsyncIterator[Handlers]:
-    handlers = Handlers()
-    server = await asyncio.start_unix_server(handlers.on_connect, path=str(path))
-    try:
-        yield handlers
-    finally:
-        server.close()
-
-
-async def spawn(command: str, config: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        TETHER,
-        command,
-        "-c",
-        str(config),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
+from tests.support.config import write_config
+from tests.support.processes import control_socket, spawn, subprocess_env
 
 
 @pytest.mark.parametrize("command", ["chat", "run"])

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import write_config
+from tests.support.config import write_config
 from tether.config import load_text
 from tether.cron import Schedule, stamp, trigger
 from tether.errors import ConfigError

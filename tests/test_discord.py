@@ -14,22 +14,12 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
 
-from tests.conftest import (
-    TETHER,
-    events_named,
-    make_settings,
-    spawn_run,
-    subprocess_env,
-    write_config,
-)
 from tests.fakes.discord_api import (
     BOT_USER,
     CHANNEL_ID,
@@ -41,120 +31,25 @@ from tests.fakes.discord_api import (
     FakeDiscord,
     iso,
 )
+from tests.support.config import events_named, make_settings, write_config
+from tests.support.discord import LONG_REPLY, discord_running, discord_settings, router, section
+from tests.support.processes import TETHER, spawn_run, subprocess_env
 from tether.adapters.discord import DiscordAdapter
 from tether.adapters.discord.backfill import cursor_name
 from tether.adapters.discord.send import classify, send_nonce
-from tether.config import Settings, load_text
+from tether.config import load_text
 from tether.errors import ConfigError, SendFatal, SendRetryable
-from tether.events import Event, Kind
+from tether.events import Kind
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
-from tether.gateway.builtin.echo import echo_router
-from tether.gateway.handler.context import Context
-from tether.gateway.handler.routing import Router
 
 # -- fixtures and helpers ----------------------------------------------------------------
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    server = await FakeDiscord().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-def section(fake: FakeDiscord, **discord: Any) -> dict[str, Any]:
-    return {
-        "token": fake.token,
-        "api_base": fake.api_base,
-        "gateway_url": fake.gateway_url,
-        **discord,
-    }
-
-
-def discord_settings(tmp_path: Path, fake: FakeDiscord, **discord: Any) -> Settings:
-    return make_settings(tmp_path, platforms={"discord": section(fake, **discord)})
-
-
-handlers = Router("discord-tests")
-
-
-@handlers.text(r"^long$")
-async def _long(ctx: Context) -> None:
-    await ctx.reply(LONG_REPLY)
-
-
-def _long_reply() -> str:
-    head = "Here is the script:\n\n```python\n"
-    code = "".join(f"value_{i:03d} = compute({i}, 'padding text')\n" for i in range(90))
-    text = head + code + "```\n\nThat is all"
-    return text + "." * (4500 - len(text))
-
-
-LONG_REPLY = _long_reply()
-
-
-def router() -> Router:
-    root = Router("root")
-    root.include(handlers)
-    root.include(echo_router())
-    return root
-
-
-@asynccontextmanager
-async def running(settings: Settings, fake: FakeDiscord) -> AsyncIterator[tuple[Gateway, Accepts]]:
-    adapters = build_adapters(settings)
-    adapter = adapters["discord"]
-    assert isinstance(adapter, DiscordAdapter)
-    adapter.backoff_base, adapter.backoff_max = 0.05, 0.2
-    gateway = Gateway(settings, adapters, router=router())
-    accepts = Accepts(gateway)
-    await gateway.start()
-    try:
-        await fake.wait_for(lambda: fake.connected >= 1)
-        yield gateway, accepts
-    finally:
-        await gateway.stop()
-
-
-class Accepts:
-    """Every ``inbox.accept`` the adapter makes (events, cursors, which were new), to
-    wait on: what the adapter did with gateway events that get no reply."""
-
-    def __init__(self, gateway: Gateway) -> None:
-        self.calls: list[tuple[list[Event], dict[str, str], list[bool]]] = []
-        self._changed = asyncio.Condition()
-        accept = gateway.inbox.accept
-
-        async def recording(
-            events: Sequence[Event], cursors: Mapping[str, str] | None = None
-        ) -> list[bool]:
-            fresh = await accept(events, cursors)
-            self.calls.append((list(events), dict(cursors or {}), fresh))
-            async with self._changed:
-                self._changed.notify_all()
-            return fresh
-
-        gateway.inbox.accept = recording  # type: ignore[method-assign]
-
-    def of(self, key: str) -> list[bool]:
-        """For each accept of the event ``key``: whether it was new then."""
-        return [
-            new
-            for events, _, fresh in self.calls
-            for event, new in zip(events, fresh, strict=True)
-            if event.key == key
-        ]
-
-    def cursor(self, name: str) -> str | None:
-        values = [cursors[name] for _, cursors, _ in self.calls if name in cursors]
-        return values[-1] if values else None
-
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+def fake(discord: FakeDiscord) -> FakeDiscord:
+    """The shared fake (discord, tests/fixtures.py), as this module uses it."""
+    return discord
 
 
 def replies_to(fake: FakeDiscord, message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -176,7 +71,7 @@ def inbox_keys(tmp_path: Path) -> list[str]:
 async def test_guild_mention_is_answered_in_its_channel_as_a_reply_and_a_dm_too(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
-    async with running(discord_settings(tmp_path, fake), fake) as (gateway, accepts):
+    async with discord_running(discord_settings(tmp_path, fake), fake) as (gateway, accepts):
         asked = await fake.say(CHANNEL_ID, "hello there", mention_bot=True)
         await fake.wait_for(lambda: len(fake.sent) >= 1)
         dm = await fake.say(DM_CHANNEL_ID, "hi in private")
@@ -209,7 +104,7 @@ async def test_guild_mention_is_answered_in_its_channel_as_a_reply_and_a_dm_too(
 async def test_the_same_message_create_dispatched_twice_is_answered_once(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
-    async with running(discord_settings(tmp_path, fake), fake) as (gateway, accepts):
+    async with discord_running(discord_settings(tmp_path, fake), fake) as (gateway, accepts):
         message = fake.message(CHANNEL_ID, "only once", mention_bot=True)
         await fake.dispatch("MESSAGE_CREATE", message)
         await fake.dispatch("MESSAGE_CREATE", message)  # a replay after RESUME
@@ -273,7 +168,7 @@ async def test_a_send_failing_with_500_is_retried_with_the_same_nonce(
     tmp_path: Path, fake: FakeDiscord, commit: bool
 ) -> None:
     fake.fail_next_post(500, commit=commit)
-    async with running(discord_settings(tmp_path, fake), fake) as (gateway, _accepts):
+    async with discord_running(discord_settings(tmp_path, fake), fake) as (gateway, _accepts):
         asked = await fake.say(DM_CHANNEL_ID, "flaky")
         await fake.wait_for(lambda: len(fake.posts) >= 2)
         await gateway.drain()
@@ -288,7 +183,7 @@ async def test_a_send_that_times_out_is_retried_by_the_outbox_with_the_same_nonc
 ) -> None:
     fake.fail_next_post(200, commit=True, delay=5.0)  # stored, but the answer is late
     settings = discord_settings(tmp_path, fake, send_timeout=0.5)
-    async with running(settings, fake) as (gateway, _accepts):
+    async with discord_running(settings, fake) as (gateway, _accepts):
         asked = await fake.say(DM_CHANNEL_ID, "slow")
         await fake.wait_for(lambda: len(fake.posts) >= 2)
         await gateway.drain()
@@ -305,7 +200,7 @@ async def test_long_reply_arrives_as_three_ordered_messages_with_fences_intact(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
     assert len(LONG_REPLY) == 4500
-    async with running(discord_settings(tmp_path, fake), fake) as (gateway, _accepts):
+    async with discord_running(discord_settings(tmp_path, fake), fake) as (gateway, _accepts):
         asked = await fake.say(DM_CHANNEL_ID, "long")
         await fake.wait_for(lambda: len(fake.sent) >= 3)
         await gateway.drain()
@@ -337,7 +232,7 @@ async def test_server_messages_need_a_mention_or_a_reply_to_the_bot(
 ) -> None:
     earlier = fake.post(fake.message(CHANNEL_ID, "an earlier answer", author=BOT_USER))
     with structlog.testing.capture_logs() as logs:
-        async with running(discord_settings(tmp_path, fake), fake) as (gateway, _accepts):
+        async with discord_running(discord_settings(tmp_path, fake), fake) as (gateway, _accepts):
             ignored = await fake.say(CHANNEL_ID, "just chatting")
             from_bot = await fake.say(CHANNEL_ID, "hi", author=OTHER_BOT, mention_bot=True)
             reply = await fake.say(CHANNEL_ID, "and a follow-up", reply_to=earlier)
@@ -358,7 +253,10 @@ async def test_server_messages_need_a_mention_or_a_reply_to_the_bot(
 async def test_require_mention_off_answers_every_server_message(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
-    async with running(discord_settings(tmp_path, fake, require_mention=False), fake) as (gw, _):
+    async with discord_running(discord_settings(tmp_path, fake, require_mention=False), fake) as (
+        gw,
+        _,
+    ):
         await fake.say(CHANNEL_ID, "just chatting")
         await fake.wait_for(lambda: len(fake.sent) >= 1)
         await gw.drain()
@@ -379,7 +277,7 @@ async def test_threads_attachments_edits_and_commands_are_normalized(
         "proxy_url": "https://media.example/cat.png",
         "content_type": "image/png",
     }
-    async with running(discord_settings(tmp_path, fake), fake) as (gateway, accepts):
+    async with discord_running(discord_settings(tmp_path, fake), fake) as (gateway, accepts):
         in_thread = await fake.say(THREAD_ID, "/help me", mention_bot=True)
         await fake.wait_for(lambda: len(fake.sent) >= 1)
         picture = await fake.say(DM_CHANNEL_ID, "look", attachments=[image])
@@ -421,7 +319,7 @@ async def test_threads_attachments_edits_and_commands_are_normalized(
 async def test_ask_is_deferred_then_answered_and_falls_back_to_the_channel_when_expired(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
-    async with running(discord_settings(tmp_path, fake, ask_command=True), fake) as (
+    async with discord_running(discord_settings(tmp_path, fake, ask_command=True), fake) as (
         gateway,
         _accepts,
     ):

@@ -12,7 +12,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -20,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fakes.discord_api import snowflake_at
+from tests.support.config import CORPUS as SHARED_CORPUS
 from tether.adapters.discord.content import FORWARDED
 from tether.adapters.discord.normalize import (
     IGNORED,
@@ -954,7 +954,7 @@ def test_an_interaction_of_the_right_shape_with_wrong_types_never_raises(
         assert _is_outcome(interaction(payload, BOT, deferred=deferred))
 
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "discord"
+CORPUS = SHARED_CORPUS / "discord"
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no corpus at {CORPUS}")

@@ -18,15 +18,16 @@ import pytest
 import structlog
 
 from tests import test_discord
-from tests.conftest import events_named
 from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, GUILD_ID, TOKEN, FakeDiscord
-from tests.test_discord import discord_settings, running
+from tests.support.config import CORPUS as SHARED_CORPUS
+from tests.support.config import events_named
+from tests.support.discord import discord_running, discord_settings
 from tether.adapters.discord.ingress import GatewayIngress
 from tether.adapters.discord.normalize import Bot
 from tether.config.schema import DiscordConfig
 
 fake = test_discord.fake  # the fake Discord on loopback, a fixture shared with that module
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "discord"
+CORPUS = SHARED_CORPUS / "discord"
 
 
 def partial_update(message_id: str) -> dict[str, object]:
@@ -52,7 +53,7 @@ async def test_a_dispatch_discord_py_cannot_parse_is_skipped_and_the_session_kep
     fake: FakeDiscord,
 ) -> None:
     with structlog.testing.capture_logs() as logs:
-        async with running(discord_settings(tmp_path, fake), fake) as (gateway, _accepts):
+        async with discord_running(discord_settings(tmp_path, fake), fake) as (gateway, _accepts):
             first = await fake.say(CHANNEL_ID, "one", mention_bot=True)
             await fake.wait_for(lambda: len(fake.sent) >= 1)
             await fake.dispatch("MESSAGE_UPDATE", partial_update(first["id"]))
@@ -78,7 +79,7 @@ async def test_reconnects_are_counted_from_the_last_healthy_session(
 ) -> None:
     """Each broken frame fails a session that had reached READY: each is failure 1."""
     with structlog.testing.capture_logs() as logs:
-        async with running(discord_settings(tmp_path, fake), fake):
+        async with discord_running(discord_settings(tmp_path, fake), fake):
             for sessions in range(1, 4):
                 await fake.wait_for(session(fake, sessions))
                 # READY handled (the counter's reset), not only sent: else the broken
@@ -112,7 +113,7 @@ async def test_ask_from_a_channel_discord_py_cannot_resolve_is_answered_there(
     }
     fake.history[odd_channel] = []
     settings = discord_settings(tmp_path, fake, ask_command=True)
-    async with running(settings, fake) as (gateway, _accepts):
+    async with discord_running(settings, fake) as (gateway, _accepts):
         asked = await fake.interact("where am I?", channel_id=odd_channel)
         await fake.wait_for(lambda: len(fake.original_edits) >= 1)
         await gateway.drain()

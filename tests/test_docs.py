@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.config import ROOT
+
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Pages whose Python samples must at least compile: what a bot author copies first.
 SAMPLED = [ROOT / "README.md", ROOT / "docs" / "handlers.md"]

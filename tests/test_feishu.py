@@ -18,24 +18,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import structlog
 
-from tests.conftest import (
-    ROOT,
-    events_named,
-    inbox_rows,
-    make_settings,
-    spawn_run,
-    subprocess_env,
-    write_config,
-)
 from tests.fakes.cluster import free_port
 from tests.fakes.feishu_api import (
     APP_ID,
@@ -49,11 +37,14 @@ from tests.fakes.feishu_api import (
     message_event,
     signed_request,
 )
+from tests.support.config import ROOT, events_named, inbox_rows, make_settings, write_config
+from tests.support.feishu import feishu_section, feishu_settings, post, post_event
+from tests.support.gateway import running
+from tests.support.processes import ready, spawn_run, subprocess_env
 from tether.adapters.feishu import FeishuAdapter
 from tether.adapters.feishu.send import classify, send_uuid
 from tether.adapters.feishu.webhook import Rejected
 from tether.adapters.kit import Dropped
-from tether.config import Settings
 from tether.errors import ConfigError, GatewayError, SendAmbiguous, SendFatal, SendRetryable
 from tether.events import Event, Kind, OutMessage, Target
 from tether.gateway.app import Gateway
@@ -62,41 +53,13 @@ from tether.gateway.builtin.echo import echo_router
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Router
 
-PATH = "/feishu/webhook"
-
-
 # -- fixtures and helpers ----------------------------------------------------------------
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeFeishu]:
-    server = FakeFeishu().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def feishu_section(fake: FakeFeishu, **overrides: Any) -> dict[str, Any]:
-    section: dict[str, Any] = {
-        "app_id": APP_ID,
-        "app_secret": APP_SECRET,
-        "domain": fake.domain,
-        "mode": "webhook",
-        "verification_token": VERIFICATION_TOKEN,
-        "encrypt_key": ENCRYPT_KEY,
-        "rate_limits": False,
-    }
-    section.update(overrides)
-    return {k: v for k, v in section.items() if v is not None}
-
-
-def feishu_settings(tmp_path: Path, fake: FakeFeishu, **overrides: Any) -> Settings:
-    return make_settings(
-        tmp_path,
-        http={"enabled": True, "port": 0},
-        platforms={"feishu": feishu_section(fake, **overrides)},
-    )
+def fake(feishu: FakeFeishu) -> FakeFeishu:
+    """The shared fake (feishu, tests/fixtures.py), as this module uses it."""
+    return feishu
 
 
 test_handlers = Router("feishu-tests")
@@ -124,50 +87,13 @@ def router() -> Router:
     return root
 
 
-@asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[tuple[Gateway, FeishuAdapter]]:
-    adapters = build_adapters(settings)
-    adapter = adapters["feishu"]
-    assert isinstance(adapter, FeishuAdapter)
-    gateway = Gateway(settings, adapters, router=router())
-    await gateway.start()
-    try:
-        yield gateway, adapter
-    finally:
-        await gateway.stop()
-
-
-async def post(
-    port: int, body: bytes, headers: dict[str, str]
-) -> tuple[int, dict[str, Any] | None]:
-    url = f"http://127.0.0.1:{port}{PATH}"
-    async with (
-        aiohttp.ClientSession() as session,
-        session.post(url, data=body, headers=headers) as response,
-    ):
-        try:
-            data = await response.json(content_type=None)
-        except ValueError:
-            data = None
-        return response.status, data
-
-
-async def post_event(
-    gateway: Gateway, payload: dict[str, Any], key: str | None = ENCRYPT_KEY, **kw: Any
-) -> int:
-    assert gateway.http is not None
-    body, headers = signed_request(payload, key, **kw)
-    status, _ = await post(gateway.http.port, body, headers)
-    return status
-
-
 # -- Done when: one message_id, three event_ids → answered once ---------------------------
 
 
 async def test_redelivered_message_with_new_event_ids_is_answered_once(
     tmp_path: Path, fake: FakeFeishu
 ) -> None:
-    async with running(feishu_settings(tmp_path, fake)) as (gateway, adapter):
+    async with running(feishu_settings(tmp_path, fake), router()) as (gateway, adapter):
         assert adapter.bot_open_id == BOT_OPEN_ID
         for n in range(3):  # Feishu's retries carry new event_ids, the same message_id
             event = message_event("om_once", "only once please", event_id=f"ev_{n}")
@@ -192,7 +118,7 @@ async def test_url_verification_returns_the_challenge(
     settings = feishu_settings(tmp_path, fake, encrypt_key=key)
     challenge = {"challenge": "ch-4f2a", "token": VERIFICATION_TOKEN, "type": "url_verification"}
     forged = {**challenge, "token": "not-the-token"}
-    async with running(settings) as (gateway, _adapter):
+    async with running(settings, router()) as (gateway, _adapter):
         assert gateway.http is not None
         body, headers = signed_request(challenge, key)
         if encrypted:  # sent while the URL is configured: encrypted, not signed
@@ -266,7 +192,7 @@ async def test_unauthentic_posts_are_refused_and_store_nothing(
 ) -> None:
     body, headers = build(message_event("om_forged", "forged"))
     with structlog.testing.capture_logs() as logs:
-        async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+        async with running(feishu_settings(tmp_path, fake), router()) as (gateway, _adapter):
             assert gateway.http is not None
             assert (await post(gateway.http.port, body, headers))[0] == status
             await gateway.drain()
@@ -281,7 +207,7 @@ async def test_without_encrypt_key_the_token_still_authenticates(
     tmp_path: Path, fake: FakeFeishu
 ) -> None:
     settings = feishu_settings(tmp_path, fake, encrypt_key=None)
-    async with running(settings) as (gateway, _adapter):
+    async with running(settings, router()) as (gateway, _adapter):
         assert await post_event(gateway, message_event("om_plain", "plain"), None) == 200
         forged = message_event("om_forged", "forged", token="guessed")
         assert await post_event(gateway, forged, None) == 403
@@ -307,22 +233,6 @@ class HandlerGate:
         else:
             await reader.read()  # hold until the process dies
         writer.close()
-
-
-async def ready(port: int, proc: asyncio.subprocess.Process) -> None:
-    """Until /readyz answers 200 (the subprocess opened, recovered, and listens)."""
-    deadline = time.monotonic() + 30
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            assert proc.returncode is None, "tether run exited"
-            try:
-                async with session.get(f"http://127.0.0.1:{port}/readyz") as response:
-                    if response.status == 200:
-                        return
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.05)  # polling a port that is not open yet
-    raise TimeoutError("tether run did not become ready")
 
 
 async def test_sigkill_between_accept_and_handling_is_answered_once_after_restart(
@@ -379,7 +289,7 @@ async def test_send_failed_with_500_is_retried_with_the_same_uuid(
     tmp_path: Path, fake: FakeFeishu
 ) -> None:
     fake.fail_next(500, 1500, "internal error", deliver=True)  # posted, then a 500 anyway
-    async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(feishu_settings(tmp_path, fake), router()) as (gateway, _adapter):
         assert await post_event(gateway, message_event("om_retry", "once")) == 200
         await fake.until(lambda: len(fake.sends()) >= 2)
         await gateway.drain()
@@ -394,7 +304,7 @@ async def test_send_failed_with_500_is_retried_with_the_same_uuid(
 async def test_429_waits_out_the_reset_and_a_4xx_is_dead(tmp_path: Path, fake: FakeFeishu) -> None:
     reset = {"x-ogw-ratelimit-reset": "0.3"}
     fake.fail_next(429, 99991400, "request trigger frequency limit", headers=reset)
-    async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(feishu_settings(tmp_path, fake), router()) as (gateway, _adapter):
         assert await post_event(gateway, message_event("om_busy", "busy")) == 200
         await fake.until(lambda: len(fake.messages) >= 1)
         fake.fail_next(400, 230002, "Bot/User can NOT be out of the chat.")
@@ -415,7 +325,7 @@ async def test_a_revoked_token_is_fetched_again_and_the_send_retried(
     def token_calls() -> int:
         return sum(call.path.endswith("/tenant_access_token/internal") for call in fake.calls)
 
-    async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(feishu_settings(tmp_path, fake), router()) as (gateway, _adapter):
         fetched = token_calls()
         fake.fail_next(401, 99991663, "Invalid access token for authorization")
         assert await post_event(gateway, message_event("om_tok", "token")) == 200
@@ -426,7 +336,7 @@ async def test_a_revoked_token_is_fetched_again_and_the_send_retried(
 
 
 async def test_long_cjk_markdown_fits_feishus_body_cap(tmp_path: Path, fake: FakeFeishu) -> None:
-    async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(feishu_settings(tmp_path, fake), router()) as (gateway, _adapter):
         assert await post_event(gateway, message_event("om_cjk", "cjk")) == 200
         await fake.until(lambda: len(fake.sends()) >= 2)
         await gateway.drain()
@@ -458,7 +368,7 @@ async def test_groups_answer_mentions_threads_stay_in_their_thread(
     at_bot = [mention("@_user_1", BOT_OPEN_ID, BOT_NAME)]
     at_other = [mention("@_user_1", "ou_someone", "Ann")]
     with structlog.testing.capture_logs() as logs:
-        async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+        async with running(feishu_settings(tmp_path, fake), router()) as (gateway, _adapter):
             group = {"chat_id": "oc_group", "chat_type": "group"}
             events = [
                 message_event("om_g1", "hello everyone", **group),
@@ -499,7 +409,7 @@ async def test_groups_answer_mentions_threads_stay_in_their_thread(
 
 async def test_answer_groups_all(tmp_path: Path, fake: FakeFeishu) -> None:
     settings = feishu_settings(tmp_path, fake, answer_groups="all")
-    async with running(settings) as (gateway, _adapter):
+    async with running(settings, router()) as (gateway, _adapter):
         event = message_event("om_all", "hello everyone", chat_id="oc_g", chat_type="group")
         assert await post_event(gateway, event) == 200
         await gateway.drain()
@@ -642,7 +552,7 @@ def test_verify_checks_freshness_both_ways(adapter: FeishuAdapter) -> None:
 
 
 async def test_a_store_failure_is_503_not_500(tmp_path: Path, fake: FakeFeishu) -> None:
-    async with running(feishu_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(feishu_settings(tmp_path, fake), router()) as (gateway, _adapter):
 
         async def broken_accept(events: Any, cursors: Any = None) -> list[bool]:
             raise OSError("disk I/O error")
@@ -672,7 +582,7 @@ async def test_long_connection_acks_only_after_the_commit(tmp_path: Path, fake: 
     settings = feishu_settings(
         tmp_path, fake, mode="websocket", verification_token=None, encrypt_key=None
     )
-    async with running(settings) as (gateway, adapter):
+    async with running(settings, router()) as (gateway, adapter):
         await fake.until(lambda: adapter.connected)  # re-checked when the SDK's ping arrives
         real_accept = gateway.inbox.accept
         entered, release = asyncio.Event(), asyncio.Event()
@@ -712,7 +622,7 @@ async def test_long_connection_refuses_while_stopping(tmp_path: Path, fake: Fake
     settings = feishu_settings(
         tmp_path, fake, mode="websocket", verification_token=None, encrypt_key=None
     )
-    async with running(settings) as (_gateway, adapter):
+    async with running(settings, router()) as (_gateway, adapter):
         await fake.until(lambda: adapter.connected)
         adapter._inbox = None  # what stop() does first: nothing more may be acked as taken
         fake.push_event(message_event("om_late", "late", token=""))
@@ -728,7 +638,7 @@ async def test_a_refused_long_connection_is_reported_by_readiness(
     settings = feishu_settings(
         tmp_path, fake, mode="websocket", verification_token=None, encrypt_key=None
     )
-    async with running(settings) as (gateway, adapter):
+    async with running(settings, router()) as (gateway, adapter):
         thread = adapter._ws_thread
         assert thread is not None
         await asyncio.to_thread(thread.join, 10)  # a refusal is final: the SDK gives up

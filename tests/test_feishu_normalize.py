@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.config import CORPUS as SHARED_CORPUS
 from tether.adapters.feishu.normalize import (
     IGNORED,
     SKIPPED,
@@ -936,7 +937,7 @@ def test_a_post_that_at_mentions_the_bot_anywhere_is_for_the_bot(
     assert event.mentions_bot and "ou_tether" in event.mentions and "all" not in event.mentions
 
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+CORPUS = SHARED_CORPUS
 
 
 def _corpus_keys() -> dict[str, str]:

@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, TETHER, make_settings, merge, running, write_config
 from tests.fakes.discord_api import CHANNEL_ID, DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.feishu_api import APP_ID as FEISHU_APP
 from tests.fakes.feishu_api import APP_SECRET as FEISHU_SECRET
 from tests.fakes.feishu_api import FakeFeishu, message_event
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import ROOT, make_settings, merge, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
 from tether.events import Event, Kind

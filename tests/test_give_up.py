@@ -12,20 +12,17 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.conftest import db_rows, make_settings, running
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
-from tests.test_store_contract import event as contract_event
-from tests.test_store_contract import store  # noqa: F401  (a fixture)
-from tests.test_telegram import SECRET, post_update
-from tests.test_telegram import running as running_telegram
+from tests.support.config import db_rows, make_settings
+from tests.support.config import event as contract_event
+from tests.support.gateway import running
+from tests.support.telegram import SECRET, post_update
 from tether import Context, Fatal, Retryable, Router
 from tether.config.schema import PipelineConfig
 from tether.events import Conversation, Event, Kind, OutMessage, Target
-from tether.gateway.assembly import load_router
 from tether.memory.records import DeadLetter
 from tether.memory.store import Store
 from tether.testing.model import API_KEY, FakeModel
@@ -34,15 +31,10 @@ NOTICE = PipelineConfig().dead_notice
 
 
 @pytest.fixture
-async def model() -> Any:
-    """An OpenAI-compatible server that is down: every call answers 503."""
-    server = FakeModel()
-    await server.start()
-    server.fail(503, times=None)
-    try:
-        yield server
-    finally:
-        await server.close()
+def model(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.fail(503, times=None)  # a model that is down: every call answers 503
+    return model
 
 
 async def test_an_unreachable_model_ends_in_one_notice_after_the_last_attempt(
@@ -63,7 +55,7 @@ async def test_an_unreachable_model_ends_in_one_notice_after_the_last_attempt(
         },
     )
     message = telegram.message(42, "what is the weather like?")
-    async with running_telegram(settings, handlers=load_router(settings)) as (gateway, _):
+    async with running(settings) as (gateway, _):
         await telegram.wait_for(lambda: telegram.webhook is not None)
         assert await post_update(gateway, {"update_id": 70, "message": message}) == 200
         await telegram.wait_for(lambda: bool(telegram.sent))
@@ -176,7 +168,7 @@ async def test_an_event_that_dies_again_after_dead_retry_is_not_noticed_twice(
 
 
 async def test_bury_commits_the_notice_with_the_dead_letter(
-    store: Store,  # noqa: F811  (the fixture imported above)
+    store: Store,
 ) -> None:
     """One transaction in every store; the notice's key makes a second death add nothing."""
     original = contract_event("k")

@@ -29,7 +29,6 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import events_named, inbox_rows, make_settings
 from tests.fakes.feishu_api import (
     APP_ID,
     APP_SECRET,
@@ -41,9 +40,9 @@ from tests.fakes.feishu_api import (
     signed_request,
 )
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
-from tether.adapters.telegram import TelegramAdapter
+from tests.support.config import events_named, inbox_rows, make_settings
+from tests.support.gateway import running
 from tether.gateway.app import Gateway
-from tether.gateway.assembly import build_adapters
 from tether.gateway.builtin.echo import echo_router
 
 SECRET = "s3cret-webhook_token"
@@ -103,15 +102,6 @@ def observed() -> Iterator[Observed]:
 # -- a gateway with both webhook routes ------------------------------------------------------
 
 
-@pytest.fixture
-def feishu() -> Iterator[FakeFeishu]:
-    server = FakeFeishu().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def hostile_settings(
     tmp_path: Path,
     telegram: FakeTelegram,
@@ -145,21 +135,6 @@ def hostile_settings(
             "feishu": feishu_section,
         },
     )
-
-
-@asynccontextmanager
-async def running(settings: Any, telegram: FakeTelegram) -> AsyncIterator[Gateway]:
-    adapters = build_adapters(settings)
-    tg = adapters["telegram"]
-    assert isinstance(tg, TelegramAdapter)
-    tg.backoff_base, tg.backoff_max = 0.05, 0.2
-    gateway = Gateway(settings, adapters, router=echo_router())
-    await gateway.start()
-    try:
-        await telegram.wait_for(lambda: telegram.webhook is not None)
-        yield gateway
-    finally:
-        await gateway.stop()
 
 
 def port_of(gateway: Gateway) -> int:
@@ -199,7 +174,8 @@ def serve(tmp_path: Path, telegram: FakeTelegram, feishu: FakeFeishu) -> Serve:
     async def serving(**options: Any) -> AsyncIterator[Served]:
         settings = hostile_settings(tmp_path, telegram, feishu, **options)
         with observed() as seen:
-            async with running(settings, telegram) as gateway:
+            async with running(settings, echo_router()) as (gateway, _):
+                await telegram.wait_for(lambda: telegram.webhook is not None)
                 yield Served(gateway, seen)
 
     return serving
@@ -536,7 +512,9 @@ HYPOTHESIS = settings(
 async def gateway(
     tmp_path: Path, telegram: FakeTelegram, feishu: FakeFeishu
 ) -> AsyncIterator[Gateway]:
-    async with running(hostile_settings(tmp_path, telegram, feishu), telegram) as running_gateway:
+    settings = hostile_settings(tmp_path, telegram, feishu)
+    async with running(settings, echo_router()) as (running_gateway, _):
+        await telegram.wait_for(lambda: telegram.webhook is not None)
         yield running_gateway
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.config import ROOT
+
 FOLDERS = ("gateway", "adapters", "memory", "scheduler", "config")
 
 

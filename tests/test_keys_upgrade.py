@@ -14,14 +14,14 @@ answered twice; a new message is answered and stored under the new key.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import make_settings
 from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, FakeDiscord
+from tests.support.config import make_settings
 from tether.adapters.feishu import FeishuAdapter
 from tether.config import Settings
 from tether.config.platforms import FeishuConfig
@@ -33,12 +33,9 @@ from tether.memory.inmemory import MemoryStore
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    server = await FakeDiscord().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
+def fake(discord: FakeDiscord) -> FakeDiscord:
+    """The shared fake (discord, tests/fixtures.py), as this module uses it."""
+    return discord
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -9,93 +9,39 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sqlite3
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
 
-from tests.conftest import SECRETS, make_settings, running, subprocess_env, write_config
-from tests.test_crash import control_socket, spawn
+from tests.support.config import SECRETS, db, make_settings, write_config
+from tests.support.gateway import running
+from tests.support.llm import default_reply, is_summary, llm_section, llm_settings, turn
+from tests.support.processes import control_socket, spawn, subprocess_env
 from tether import Context, Retryable, Router
 from tether.adapters.loopback import LoopbackAdapter
-from tether.config import Settings, load_text
+from tether.config import load_text
 from tether.errors import ConfigError
 from tether.gateway.agent.chat import converse, llm_router
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import load_router
 from tether.memory import tokens
-from tether.memory.compaction import SUMMARY_INSTRUCTIONS
 from tether.memory.sqlite import SqliteStore
-from tether.testing.model import API_KEY, Body, FakeModel
+from tether.testing.model import API_KEY, FakeModel
 
 SECRETS.add(API_KEY)
 
 
-def is_summary(body: Body) -> bool:
-    return bool(body["messages"]) and body["messages"][0]["content"].startswith(
-        SUMMARY_INSTRUCTIONS[:40]
-    )
-
-
-def default_reply(body: Body) -> str:
-    if is_summary(body):
-        return f"SUMMARY covering: {body['messages'][-1]['content'][-60:]}"
-    return f"answer to: {body['messages'][-1]['content'][:40]}"
-
-
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeModel]:
-    server = FakeModel(reply=default_reply)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
-def llm_section(fake: FakeModel, **extra: Any) -> dict[str, Any]:
-    section: dict[str, Any] = {
-        "providers": {"fake": {"base_url": fake.url, "api_key": API_KEY, "timeout": 5}},
-        "models": {
-            "main": {
-                "provider": "fake",
-                "model": "main-model",
-                "price_prompt": 1000.0,
-                "price_completion": 2000.0,
-            },
-            "backup": {"provider": "fake", "model": "backup-model"},
-        },
-        "default": "main",
-        "fallbacks": ["backup"],
-    }
-    section.update(extra)
-    return section
-
-
-def llm_settings(
-    tmp_path: Path, fake: FakeModel, llm: dict[str, Any] | None = None, **memory: Any
-) -> Settings:
-    return make_settings(tmp_path, llm=llm or llm_section(fake), memory=memory)
-
-
-async def turn(adapter: LoopbackAdapter, text: str, chat: str = "1") -> str:
-    """Say ``text`` and return the reply it produced (its checkpoint has committed)."""
-    before = len(adapter.sent)
-    await adapter.say(text, chat=chat, key=f"loopback:{uuid.uuid4()}")  # unique across restarts
-    sent = await adapter.wait_for_sent(before + 1)
-    return sent[before].message.text
+def fake(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.reply = default_reply
+    return model
 
 
 def chats(fake: FakeModel) -> list[Any]:
     return [r for r in fake.requests if not is_summary(r.body)]
-
-
-def db(tmp_path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(tmp_path / "tether.db")
 
 
 # -- memory across restarts -------------------------------------------------------------

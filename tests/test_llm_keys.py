@@ -16,8 +16,10 @@ import pytest
 import structlog
 from prometheus_client import REGISTRY
 
-from tests.conftest import SECRETS, TETHER, make_settings, running, write_config
-from tests.test_llm import db, fake, llm_section, llm_settings, turn
+from tests.support.config import SECRETS, db, make_settings, write_config
+from tests.support.gateway import running
+from tests.support.llm import default_reply, llm_section, llm_settings, turn
+from tests.support.processes import TETHER
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import load, load_text
 from tether.errors import ConfigError
@@ -25,10 +27,15 @@ from tether.gateway.app import Gateway
 from tether.gateway.llm.keys import KeyPool
 from tether.testing.model import FakeModel
 
-__all__ = ["fake"]  # the fixture, shared with tests/test_llm.py
-
 KEYS = ["sk-pool-one-aaaaaaaa1111", "sk-pool-two-bbbbbbbb2222", "sk-pool-three-cccc3333"]
 SECRETS.update(KEYS)
+
+
+@pytest.fixture
+def fake(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.reply = default_reply
+    return model
 
 
 def pooled(fake: FakeModel, keys: list[str], **extra: Any) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from tests.conftest import make_settings
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fakes.telegram_text import Refused, parse_markdown_v2
+from tests.support.config import make_settings
 from tether.adapters.telegram.adapter import TelegramAdapter
 from tether.adapters.telegram.markdown import readable, shown_length, to_markdown_v2
 from tether.events import OutMessage, Target

@@ -298,7 +298,8 @@ def test_header_and_env_values_are_secrets() -> None:
 async def test_the_model_calls_an_mcp_tool_through_tether(
     tmp_path: Path, server_file: Path
 ) -> None:
-    from tests.conftest import make_settings, running
+    from tests.support.config import make_settings
+    from tests.support.gateway import running
     from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
     def reply(body: Body) -> str | Body:

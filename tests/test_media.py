@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import db_rows, make_settings
-from tests.conftest import running as loopback_running
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.discord_media import FakeCdn
 from tests.fakes.feishu_api import APP_ID, APP_SECRET, message_event
 from tests.fakes.feishu_media import MediaFeishu
 from tests.fakes.telegram_media import MediaTelegram
 from tests.plugins import media as plugin
+from tests.support.config import db_rows, make_settings
+from tests.support.gateway import running
 from tether.adapters.base import Adapter, Sent
 from tether.adapters.discord import DiscordAdapter
 from tether.adapters.feishu import FeishuAdapter
@@ -51,16 +50,6 @@ def router() -> Router:
     root = Router("root")
     root.include(plugin.router)
     return root
-
-
-@asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[Gateway]:
-    gateway = Gateway(settings, build_adapters(settings), router=router())
-    await gateway.start()
-    try:
-        yield gateway
-    finally:
-        await gateway.stop()
 
 
 # -- Telegram -------------------------------------------------------------------------
@@ -91,7 +80,7 @@ async def test_telegram_sends_a_photo_a_document_and_a_voice_note(
     tmp_path: Path, telegram: MediaTelegram, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TETHER_TEST_DIR", str(tmp_path))
-    async with running(telegram_settings(tmp_path, telegram)):
+    async with running(telegram_settings(tmp_path, telegram), router()):
         sent = telegram.push(message=telegram.message(42, "files"))
         await telegram.wait_for(lambda: len(telegram.media) >= 3)
     photo, document, voice = telegram.media
@@ -126,7 +115,7 @@ async def test_telegram_sends_a_photo_a_document_and_a_voice_note(
 async def test_telegram_sends_two_photos_as_one_album(
     tmp_path: Path, telegram: MediaTelegram
 ) -> None:
-    async with running(telegram_settings(tmp_path, telegram)):
+    async with running(telegram_settings(tmp_path, telegram), router()):
         telegram.push(message=telegram.message(42, "album"))
         await telegram.wait_for(lambda: len(telegram.media) >= 2)
     assert [(m["method"], m["kind"], m["filename"]) for m in telegram.media] == [
@@ -242,7 +231,7 @@ async def test_telegram_download_fetches_the_file_and_enforces_the_cap(
     tmp_path: Path, telegram: MediaTelegram
 ) -> None:
     file_id = telegram.add_file(plugin.PHOTO, path="photos/file_7.jpg")
-    async with running(telegram_settings(tmp_path, telegram)):
+    async with running(telegram_settings(tmp_path, telegram), router()):
         telegram.push(message=_photo_message(telegram, file_id, len(plugin.PHOTO)))
         telegram.push(message=_photo_message(telegram, file_id, len(plugin.PHOTO), "max:10"))
         await telegram.wait_for(lambda: len(telegram.sent) >= 2)
@@ -259,12 +248,9 @@ async def test_telegram_download_fetches_the_file_and_enforces_the_cap(
 
 
 @pytest.fixture
-async def discord_fake() -> AsyncIterator[FakeDiscord]:
-    fake = await FakeDiscord().start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
+def discord_fake(discord: FakeDiscord) -> FakeDiscord:
+    """The shared fake (discord, tests/fixtures.py), as this module uses it."""
+    return discord
 
 
 def discord_settings(tmp_path: Path, fake: FakeDiscord, **extra: Any) -> Settings:
@@ -276,7 +262,7 @@ async def test_discord_sends_the_files_as_attachments_of_one_message(
     tmp_path: Path, discord_fake: FakeDiscord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TETHER_TEST_DIR", str(tmp_path))
-    async with running(discord_settings(tmp_path, discord_fake)):
+    async with running(discord_settings(tmp_path, discord_fake), router()):
         await discord_fake.wait_for(lambda: discord_fake.connected >= 1)
         await discord_fake.say(DM_CHANNEL_ID, "files")
         await discord_fake.wait_for(lambda: len(discord_fake.sent) >= 1)
@@ -297,7 +283,7 @@ async def test_discord_ask_answered_with_files_completes_the_deferred_response(
 ) -> None:
     monkeypatch.setenv("TETHER_TEST_DIR", str(tmp_path))
     settings = discord_settings(tmp_path, discord_fake, ask_command=True)
-    async with running(settings):
+    async with running(settings, router()):
         await discord_fake.wait_for(lambda: discord_fake.connected >= 1)
         await discord_fake.interact("files")
         await discord_fake.wait_for(lambda: len(discord_fake.sent) >= 1)
@@ -326,7 +312,7 @@ async def test_discord_download_reads_the_attachment_url_within_the_cap(
             "proxy_url": url,
             "content_type": "application/pdf",
         }
-        async with running(discord_settings(tmp_path, discord_fake)):
+        async with running(discord_settings(tmp_path, discord_fake), router()):
             await discord_fake.wait_for(lambda: discord_fake.connected >= 1)
             await discord_fake.say(DM_CHANNEL_ID, "", attachments=[attachment])
             await discord_fake.say(DM_CHANNEL_ID, "max:100", attachments=[attachment])
@@ -372,7 +358,7 @@ async def test_feishu_uploads_then_sends_each_file_as_its_own_message(
     tmp_path: Path, feishu: MediaFeishu, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TETHER_TEST_DIR", str(tmp_path))
-    async with running(feishu_settings(tmp_path, feishu)) as gateway:
+    async with running(feishu_settings(tmp_path, feishu), router()) as (gateway, _):
         adapter = gateway.adapters["feishu"]
         await feishu.until(lambda: adapter.connected)
         feishu.push_event(message_event("om_files", "files", token=""))
@@ -399,7 +385,7 @@ async def test_feishu_download_reads_the_message_resource_within_the_cap(
     feishu.add_resource("om_pic", "img_v3_in", plugin.PHOTO)
     feishu.add_resource("om_pic2", "img_v3_in", plugin.PHOTO)
     image = {"image_key": "img_v3_in"}
-    async with running(feishu_settings(tmp_path, feishu)) as gateway:
+    async with running(feishu_settings(tmp_path, feishu), router()) as (gateway, _):
         adapter = gateway.adapters["feishu"]
         await feishu.until(lambda: adapter.connected)
         feishu.push_event(message_event("om_pic", message_type="image", content=image, token=""))
@@ -442,7 +428,7 @@ async def test_a_url_is_fetched_once_and_a_platform_without_files_names_them(
 
     try:
         without_files = NoFiles()
-        async with loopback_running(make_settings(tmp_path), handlers, without_files) as (
+        async with running(make_settings(tmp_path), handlers, without_files) as (
             _gateway,
             adapter,
         ):

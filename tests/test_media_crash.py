@@ -29,12 +29,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import db_rows, spawn_run, subprocess_env, write_config
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.feishu_api import APP_ID, APP_SECRET, message_event
 from tests.fakes.feishu_media import MediaFeishu
 from tests.fakes.telegram_media import MediaTelegram
 from tests.plugins import media as plugin
+from tests.support.config import db_rows, write_config
+from tests.support.processes import spawn_run, subprocess_env
 
 FILES = [plugin.PHOTO, plugin.DOCUMENT, plugin.VOICE]
 PLUGIN = ["tests.plugins.media:router"]

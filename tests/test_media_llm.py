@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import db_rows, make_settings
 from tests.fakes.telegram_media import MediaTelegram
 from tests.plugins import media as plugin
+from tests.support.config import db_rows, make_settings
 from tether.config import Settings
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
@@ -36,13 +36,10 @@ def answer(body: Body) -> str:
 
 
 @pytest.fixture
-async def openai() -> AsyncIterator[FakeModel]:
-    server = FakeModel(reply=answer)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+def openai(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.reply = answer
+    return model
 
 
 @pytest.fixture

@@ -12,7 +12,9 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import TETHER, make_settings, running, write_config
+from tests.support.config import make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER
 from tether import Context, Fatal, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.errors import SendRetryable
@@ -131,7 +133,7 @@ async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
 
 
 async def test_llm_tokens_and_cost_are_metrics(tmp_path: Path) -> None:
-    from tests.test_llm import llm_section, turn
+    from tests.support.llm import llm_section, turn
     from tether.testing.model import FakeModel
 
     fake = FakeModel(reply=lambda body: "fine")
@@ -159,7 +161,7 @@ async def test_llm_tokens_and_cost_are_metrics(tmp_path: Path) -> None:
 
 
 async def test_budget_stops_are_counted(tmp_path: Path) -> None:
-    from tests.test_llm import llm_section, turn
+    from tests.support.llm import llm_section, turn
     from tether.testing.model import FakeModel
 
     fake = FakeModel(reply=lambda body: "fine")

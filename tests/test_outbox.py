@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tests.conftest import make_settings, running
+from tests.support.config import make_settings
+from tests.support.gateway import running
 from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.errors import SendAmbiguous, SendFatal, SendRetryable

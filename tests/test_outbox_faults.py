@@ -25,8 +25,9 @@ import pytest
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
-from tests.conftest import db_rows, make_settings, running
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import db_rows, make_settings
+from tests.support.gateway import running
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings
 from tether.errors import SendAmbiguous

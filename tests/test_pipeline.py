@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_env, write_config
+from tests.support.config import db_rows, make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER, subprocess_env
 from tether import Context, Fatal, Retryable, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.events import Event

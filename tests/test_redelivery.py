@@ -16,14 +16,12 @@ from pathlib import Path
 
 import structlog
 
-from tests.conftest import events_named, inbox_rows, make_settings, running
 from tests.fakes.feishu_api import FakeFeishu, message_event
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
-from tests.test_feishu import fake as feishu  # noqa: F401  (a fixture)
-from tests.test_feishu import feishu_section, post_event
-from tests.test_feishu import running as running_feishu
-from tests.test_telegram import SECRET, post_update
-from tests.test_telegram import running as running_telegram
+from tests.support.config import events_named, inbox_rows, make_settings
+from tests.support.feishu import feishu_section, post_event
+from tests.support.gateway import running
+from tests.support.telegram import SECRET, post_update
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config.schema import RateLimitConfig
 from tether.gateway.core.throttle import THROTTLE_NOTICE, THROTTLED
@@ -44,7 +42,7 @@ def test_the_webhook_tests_run_at_the_default_limit() -> None:
 
 async def test_feishu_pushing_every_message_three_times_throttles_nobody(
     tmp_path: Path,
-    feishu: FakeFeishu,  # noqa: F811  (the fixture imported above)
+    feishu: FakeFeishu,
 ) -> None:
     settings = make_settings(
         tmp_path,
@@ -53,7 +51,7 @@ async def test_feishu_pushing_every_message_three_times_throttles_nobody(
         platforms={"feishu": feishu_section(feishu)},
     )
     with structlog.testing.capture_logs() as logs:
-        async with running_feishu(settings) as (gateway, _adapter):
+        async with running(settings) as (gateway, _adapter):
             for n in range(MESSAGES):
                 copies = [
                     message_event(f"om_{n}", f"message {n}", event_id=f"ev_{n}_{copy}")
@@ -90,7 +88,7 @@ async def test_telegram_retrying_every_update_three_times_throttles_nobody(
         platforms={"telegram": section},
     )
     with structlog.testing.capture_logs() as logs:
-        async with running_telegram(settings) as (gateway, _adapter):
+        async with running(settings) as (gateway, _adapter):
             await telegram.wait_for(lambda: telegram.webhook is not None)
             for n in range(MESSAGES):
                 update = {"update_id": 500 + n, "message": telegram.message(42, f"message {n}")}

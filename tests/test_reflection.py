@@ -11,23 +11,15 @@ import asyncio
 import json
 import re
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
 
-from tests.conftest import (
-    TETHER,
-    db_rows,
-    make_settings,
-    running,
-    spawn_run,
-    subprocess_env,
-    write_config,
-)
-from tests.test_store_contract import store  # noqa: F401 - the three stores, as a fixture
+from tests.support.config import db_rows, make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER, spawn_run, subprocess_env
 from tether.adapters.loopback import LoopbackAdapter
 from tether.events import Conversation, Event
 from tether.gateway.agent.reflection import CURSOR_PREFIX, parse
@@ -63,13 +55,10 @@ def propose(body: Body) -> str:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeModel]:
-    server = FakeModel(reply=propose)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+def fake(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.reply = propose
+    return model
 
 
 def llm(fake: FakeModel) -> dict[str, Any]:
@@ -100,7 +89,7 @@ async def fire(gateway: Gateway, run: str) -> None:
 
 
 async def test_store_finds_unread_conversations_and_commits_elsewhere_with_cursors(
-    store: Store,  # noqa: F811
+    store: Store,
 ) -> None:
     await seed(store, "t:a", "a1", "a2")
     await seed(store, "t:b", "b1")

@@ -23,17 +23,10 @@ import structlog
 import yaml
 from aiohttp import web
 
-from tests.conftest import (
-    SECRETS,
-    TETHER,
-    config_dict,
-    events_named,
-    inbox_rows,
-    spawn_run,
-    subprocess_env,
-)
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.fakes.telegram_text import rendered
+from tests.support.config import SECRETS, config_dict, events_named, inbox_rows
+from tests.support.processes import TETHER, spawn_run, subprocess_env
 from tether.config import load, load_text
 from tether.errors import ConfigError
 from tether.gateway.app import Gateway
@@ -99,13 +92,10 @@ def test_tether_check_masks_a_value_read_from_a_file(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-async def openai() -> AsyncIterator[FakeModel]:
-    server = FakeModel(reply=lambda body: "answer to " + body["messages"][-1]["content"])
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+def openai(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.reply = lambda body: "answer to " + body["messages"][-1]["content"]
+    return model
 
 
 def write(

@@ -13,7 +13,6 @@ import json
 import re
 import signal
 import subprocess
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import TETHER, db_rows, make_settings, running, subprocess_env, write_config
-from tests.test_crash import spawn
+from tests.support.config import db_rows, make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER, spawn, subprocess_env
 from tether.adapters.loopback import LoopbackAdapter
 from tether.errors import ToolError
 from tether.events import Conversation, Event
@@ -62,13 +62,10 @@ def agent(body: Body) -> str | Body:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeModel]:
-    server = FakeModel(reply=agent)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+def fake(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.reply = agent
+    return model
 
 
 def llm(fake: FakeModel) -> dict[str, Any]:

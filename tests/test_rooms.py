@@ -22,15 +22,6 @@ import pytest
 import structlog
 from prometheus_client import REGISTRY
 
-from tests.conftest import (
-    TETHER,
-    db_rows,
-    events_named,
-    make_settings,
-    spawn_run,
-    subprocess_env,
-    write_config,
-)
 from tests.fakes.discord_api import snowflake_at, user
 from tests.fakes.room import (
     AGENTS,
@@ -41,6 +32,8 @@ from tests.fakes.room import (
     llm_section,
     room_reply,
 )
+from tests.support.config import db_rows, events_named, make_settings, write_config
+from tests.support.processes import TETHER, spawn_run, subprocess_env
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters
 from tether.testing.model import FakeModel
@@ -56,13 +49,10 @@ async def room() -> AsyncIterator[TelegramRoom]:
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[FakeModel]:
-    server = FakeModel(reply=room_reply)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+def model(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.reply = room_reply
+    return model
 
 
 COUNTED = [

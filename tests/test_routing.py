@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import make_settings, running
+from tests.support.config import make_settings
+from tests.support.gateway import running
 from tether import Context, Router
 from tether.events import Conversation, Event, Kind, parse_command
 from tether.gateway.handler.routing import NextHandler

@@ -30,9 +30,10 @@ from typing import Any
 import pytest
 import uvloop
 
-from tests.conftest import ROOT, make_settings, subprocess_env, write_config
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import ROOT, make_settings, write_config
+from tests.support.processes import subprocess_env
 from tether.adapters.loopback import LoopbackAdapter
 from tether.gateway.app import Gateway
 from tether.gateway.ops import runtime

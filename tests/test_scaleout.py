@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.conftest import make_settings
+from tests.support.config import make_settings
 from tether import Context, Router
 from tether.adapters.base import Sent
 from tether.adapters.loopback import LoopbackAdapter

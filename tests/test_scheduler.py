@@ -13,9 +13,8 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,14 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-from tests.conftest import TETHER, config_dict, db_rows, make_settings, subprocess_env, write_config
 from tests.fakes.cluster import SECRET, Instance, free_port
 from tests.fakes.telegram_api import FakeTelegram
 from tests.plugins import cron_jobs
+from tests.support.config import config_dict, db_rows, make_settings, write_config
+from tests.support.gateway import Clock, at, gateway_at
+from tests.support.processes import TETHER, subprocess_env
 from tether.adapters.loopback import LoopbackAdapter
-from tether.config import Settings, load_text
+from tether.config import load_text
 from tether.cron import Schedule, crontab_weekdays, stamp
 from tether.errors import ConfigError, GatewayError, SendRetryable
 from tether.gateway.app import Gateway
@@ -39,38 +40,6 @@ from tether.gateway.ops import logs
 from tether.scheduler.jobs import load_jobs
 from tether.scheduler.ledger import LIST_LIMIT, plan
 from tether.scheduler.runner import Scheduler
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
-
-
-class Clock:
-    def __init__(self, start: str) -> None:
-        self.now = at(start)
-
-    def set(self, text: str) -> None:
-        self.now = at(text)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@asynccontextmanager
-async def gateway_at(
-    settings: Settings, clock: Clock | None, adapter: LoopbackAdapter | None = None
-) -> AsyncIterator[tuple[Gateway, Scheduler, LoopbackAdapter]]:
-    """A gateway on the loopback adapter whose scheduler reads ``clock`` (None: real time)."""
-    adapter = adapter or LoopbackAdapter()
-    gateway = Gateway(settings, {"loopback": adapter})
-    assert gateway.scheduler is not None
-    if clock is not None:
-        gateway.scheduler.clock = clock
-    await gateway.start()
-    try:
-        yield gateway, gateway.scheduler, adapter
-    finally:
-        await gateway.stop()
 
 
 def job(id: str = "report", **fields: Any) -> dict[str, Any]:

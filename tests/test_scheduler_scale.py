@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import make_settings
-from tests.test_scheduler import Clock, gateway_at
+from tests.support.config import make_settings
+from tests.support.gateway import Clock, gateway_at
 from tether.adapters.loopback import LoopbackAdapter
 from tether.cron import Schedule
 

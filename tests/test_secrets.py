@@ -20,8 +20,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.conftest import TETHER, subprocess_env, write_config
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import write_config
+from tests.support.processes import TETHER, subprocess_env
 from tether.config import load_text
 from tether.errors import ConfigError
 from tether.gateway.cli import main

@@ -28,9 +28,10 @@ import pytest
 import structlog
 import yaml
 
-from tests.conftest import ROOT, TETHER, spawn_run, subprocess_env, write_config
 from tests.fakes.cluster import free_port
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import ROOT, write_config
+from tests.support.processes import TETHER, spawn_run, subprocess_env
 from tether.config import load_text
 from tether.gateway.ops.systemd import Notifier
 

@@ -12,7 +12,6 @@ key named in it, no secret in it, and no SQLite writer left behind.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import subprocess
@@ -22,26 +21,13 @@ from typing import Any
 
 import pytest
 
-import tether.memory.sqlite.writer as writer_module
-from tests.conftest import TETHER, subprocess_env, write_config
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
+from tests.support.config import write_config
+from tests.support.processes import TETHER, subprocess_env, writers
 
 #: Seconds before a start that should fail is called hung (it takes a few at most).
 HANG = 30.0
 PASSWORD = "hunter2-pg-secret"
-
-
-def writers(db: Path) -> list[int]:
-    """Pids of SQLite writer processes on ``db`` (its command line names both)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if writer_module.__file__.encode() in argv and str(db).encode() in argv:
-                found.append(int(entry.name))
-    return found
 
 
 async def fails_to_start(

@@ -17,7 +17,8 @@ import structlog
 from aiohttp import web
 from prometheus_client import REGISTRY
 
-from tests.conftest import db_rows, make_settings, running
+from tests.support.config import db_rows, make_settings
+from tests.support.gateway import running
 from tether import Context, Router
 from tether.gateway.core.stop import NOTHING_RUNNING, STOPPED_ANSWER, STOPPED_NOTICE
 

@@ -9,15 +9,14 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tether.events import Conversation, Event, OutMessage, Target
+from tests.support.config import ROOT, event
+from tether.events import OutMessage, Target
 from tether.memory.blobs import MAX_BLOB_BYTES, BlobTooLarge
-from tether.memory.inmemory import MemoryStore
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import (
     ConversationState,
@@ -29,30 +28,9 @@ from tether.memory.store import (
 )
 from tether.memory.stores import open_store
 
-CHAT = Conversation(platform="test", chat_id="c1")
-
-
-def event(key: str, text: str = "hi") -> Event:
-    return Event(key=key, platform="test", conversation=CHAT, text=text)
-
 
 def out(key: str, text: str = "reply") -> OutMessage:
     return OutMessage(key=key, target=Target(platform="test", chat_id="c1"), text=text)
-
-
-@pytest.fixture(params=["sqlite", "memory", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "sqlite":
-        s: Store = SqliteStore(str(tmp_path / "contract.db"))
-    elif request.param == "postgres":
-        s = open_store(request.getfixturevalue("pg_dsn"))
-    else:
-        s = MemoryStore()
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 async def test_accept_inserts_once_and_reports_duplicates(store: Store) -> None:
@@ -360,7 +338,7 @@ def test_sqlite_writer_exits_when_the_gateway_is_killed(tmp_path: Path) -> None:
     """No orphan: the writer reads EOF when its parent dies, whatever killed it."""
     script = f"""
 import asyncio, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+sys.path.insert(0, {str(ROOT)!r})
 from tether.memory.sqlite import SqliteStore
 async def main():
     store = SqliteStore({str(tmp_path / "orphan.db")!r})

@@ -26,7 +26,9 @@ import aiohttp
 import asyncpg
 import pytest
 
-from tests.conftest import _pg, make_settings, running
+from tests.fixtures import _pg
+from tests.support.config import make_settings
+from tests.support.gateway import running
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings
 from tether.gateway.app import Gateway

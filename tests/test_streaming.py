@@ -13,7 +13,6 @@ import asyncio
 import itertools
 import json
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +20,6 @@ import aiohttp
 import pytest
 import structlog
 
-from tests.conftest import (
-    db_rows,
-    make_settings,
-    running,
-    spawn_run,
-    subprocess_env,
-    write_config,
-)
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.feishu_api import (
     APP_ID,
@@ -40,6 +31,9 @@ from tests.fakes.feishu_api import (
     signed_request,
 )
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import db_rows, make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import spawn_run, subprocess_env
 from tether.adapters.base import Sent
 from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram.markdown import readable, shown_length
@@ -59,13 +53,10 @@ SHOWN = readable(ANSWER)
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[FakeModel]:
-    server = FakeModel(reply=lambda body: ANSWER)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+def model(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.reply = lambda body: ANSWER
+    return model
 
 
 def llm_section(model: FakeModel) -> dict[str, Any]:

@@ -15,7 +15,6 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +22,17 @@ import aiohttp
 import pytest
 import structlog
 import yaml
-from aiohttp import ClientSession
 from aiohttp.client_reqrep import ConnectionKey
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 
-from tests.conftest import (
-    TETHER,
-    events_named,
-    inbox_rows,
-    make_settings,
-    spawn_run,
-    subprocess_env,
-    write_config,
-)
 from tests.fakes.telegram_api import BOT_ID, USERNAME, FakeTelegram
+from tests.support.config import events_named, inbox_rows, make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER, spawn_run, subprocess_env
+from tests.support.telegram import SECRET, post_update, telegram_settings, webhook_settings
 from tether.adapters.kit import Dropped
 from tether.adapters.telegram import TelegramAdapter
-from tether.adapters.telegram.ingress import SECRET_HEADER
 from tether.adapters.telegram.send import classify, plain_text
-from tether.config import Settings
 from tether.errors import GatewayError, SendAmbiguous, SendFatal, SendRetryable
 from tether.events import Event, Kind, Target
 from tether.gateway.app import Gateway
@@ -51,32 +42,7 @@ from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Router
 from tether.text import utf16_len
 
-SECRET = "s3cret-webhook_token"
-WEBHOOK_PATH = "/telegram/webhook"
-
-
 # -- fixtures and helpers ----------------------------------------------------------------
-
-
-def telegram_settings(
-    tmp_path: Path, fake: FakeTelegram, *, http: bool = False, **telegram: Any
-) -> Settings:
-    section = {
-        "token": fake.token,
-        "base_url": fake.base_url,
-        "poll_timeout": 1,
-        "rate_limits": False,
-        **telegram,
-    }
-    sections: dict[str, Any] = {"platforms": {"telegram": section}}
-    if http:
-        sections["http"] = {"enabled": True, "port": 0}
-    return make_settings(tmp_path, **sections)
-
-
-def webhook_settings(tmp_path: Path, fake: FakeTelegram, **telegram: Any) -> Settings:
-    hook = {"url": "https://bot.example.com/telegram/webhook", "secret_token": SECRET}
-    return telegram_settings(tmp_path, fake, http=True, mode="webhook", webhook=hook, **telegram)
 
 
 test_handlers = Router("telegram-tests")
@@ -120,35 +86,6 @@ def router() -> Router:
     return root
 
 
-@asynccontextmanager
-async def running(
-    settings: Settings, *, handlers: Router | None = None
-) -> AsyncIterator[tuple[Gateway, TelegramAdapter]]:
-    adapters = build_adapters(settings)
-    adapter = adapters["telegram"]
-    assert isinstance(adapter, TelegramAdapter)
-    adapter.backoff_base, adapter.backoff_max = 0.05, 0.2
-    gateway = Gateway(settings, adapters, router=handlers or router())
-    await gateway.start()
-    try:
-        yield gateway, adapter
-    finally:
-        await gateway.stop()
-
-
-async def post_update(
-    gateway: Gateway, body: Any, secret: str | None = SECRET, raw: bytes | None = None
-) -> int:
-    assert gateway.http is not None
-    url = f"http://127.0.0.1:{gateway.http.port}{WEBHOOK_PATH}"
-    headers = {"Content-Type": "application/json"}
-    if secret is not None:
-        headers[SECRET_HEADER] = secret
-    data = raw if raw is not None else json.dumps(body).encode()
-    async with ClientSession() as session, session.post(url, data=data, headers=headers) as resp:
-        return resp.status
-
-
 # -- Done when: updates are answered -----------------------------------------------------
 
 
@@ -157,7 +94,7 @@ async def test_updates_are_answered_with_reply_and_topic_kept(
 ) -> None:
     settings = telegram_settings(tmp_path, fake)
     with structlog.testing.capture_logs() as logs:
-        async with running(settings) as (gateway, _adapter):
+        async with running(settings, router()) as (gateway, _adapter):
             dm = fake.push(message=fake.message(42, "hello there"))
             topic = fake.push(
                 message=fake.message(-100500, f"@{USERNAME} in a topic", thread_id=77)
@@ -192,7 +129,7 @@ async def test_polling_deletes_a_leftover_webhook_without_dropping_the_backlog(
 ) -> None:
     fake.webhook = {"url": "https://old.example.com/hook"}  # as a webhook-mode run leaves it
     fake.push(message=fake.message(42, "queued while down"))
-    async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
         await fake.wait_for(lambda: len(fake.sent) >= 1)
         await gateway.drain()
     (delete,) = fake.calls_to("deleteWebhook")
@@ -202,13 +139,13 @@ async def test_polling_deletes_a_leftover_webhook_without_dropping_the_backlog(
 
 async def test_polling_resumes_from_the_stored_offset(tmp_path: Path, fake: FakeTelegram) -> None:
     settings = telegram_settings(tmp_path, fake)
-    async with running(settings) as (gateway, _adapter):
+    async with running(settings, router()) as (gateway, _adapter):
         first = fake.push(message=fake.message(42, "one"))
         await fake.wait_for(lambda: first["update_id"] + 1 in fake.offsets)
         await gateway.drain()
     seen = len(fake.offsets)
     fake.push(message=fake.message(42, "two"))
-    async with running(settings) as (gateway, _adapter):
+    async with running(settings, router()) as (gateway, _adapter):
         await fake.wait_for(lambda: len(fake.sent) >= 2)
         await gateway.drain()
     assert fake.offsets[seen] == first["update_id"] + 1
@@ -223,7 +160,7 @@ async def test_same_update_twice_via_webhook_is_answered_once(
 ) -> None:
     settings = webhook_settings(tmp_path, fake)
     update = {"update_id": 9001, "message": fake.message(42, "only once please")}
-    async with running(settings) as (gateway, adapter):
+    async with running(settings, router()) as (gateway, adapter):
         await fake.wait_for(lambda: fake.webhook is not None)
         assert await post_update(gateway, update) == 200
         assert await post_update(gateway, update) == 200  # Telegram's retry
@@ -347,7 +284,7 @@ async def test_webhook_with_wrong_or_missing_secret_is_403_and_stores_nothing(
 ) -> None:
     update = {"update_id": 7, "message": fake.message(42, "forged")}
     with structlog.testing.capture_logs() as logs:
-        async with running(webhook_settings(tmp_path, fake)) as (gateway, _adapter):
+        async with running(webhook_settings(tmp_path, fake), router()) as (gateway, _adapter):
             assert await post_update(gateway, update, secret=secret) == 403
             await gateway.drain()
             assert await gateway.store.counts() == {"inbox": {}, "outbox": {}}
@@ -364,7 +301,7 @@ async def test_429_retry_after_is_waited_out_and_the_message_sent_once(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
     fake.fail_next("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
-    async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
         update = fake.push(message=fake.message(42, "flooded"))
         await fake.wait_for(lambda: len(fake.sent) >= 1)
         await gateway.drain()
@@ -383,7 +320,7 @@ async def test_long_reply_arrives_as_three_ordered_messages_with_fences_intact(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
     assert len(LONG_REPLY) == 9000
-    async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
         update = fake.push(message=fake.message(42, "long"))
         await fake.wait_for(lambda: len(fake.sent) >= 3)
         await gateway.drain()
@@ -414,7 +351,7 @@ async def test_malformed_webhook_json_is_rejected_and_the_gateway_keeps_serving(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
     with structlog.testing.capture_logs() as logs:
-        async with running(webhook_settings(tmp_path, fake)) as (gateway, _adapter):
+        async with running(webhook_settings(tmp_path, fake), router()) as (gateway, _adapter):
             assert await post_update(gateway, None, raw=b'{"update_id": 5, "message": ') == 400
             assert await post_update(gateway, [1, 2, 3]) == 400
             assert await post_update(gateway, {"message": {"text": "no update_id"}}) == 400
@@ -436,7 +373,7 @@ async def test_malformed_update_in_a_polled_batch_is_skipped_and_the_offset_move
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
     with structlog.testing.capture_logs() as logs:
-        async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+        async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
             fake.push(message={"chat": "not a chat", "date": "yesterday"})
             fake.push(
                 poll_answer={
@@ -463,7 +400,7 @@ async def test_an_unstorable_update_in_a_polled_batch_is_skipped_not_fetched_for
     """A lone surrogate (``"\\ud800"`` in the JSON) can never be stored: the batch it came
     in is committed without it, with a reason, and the offset moves past it."""
     with structlog.testing.capture_logs() as logs:
-        async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+        async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
             bad = fake.push(message=fake.message(42, "half \ud800 a character"))
             good = fake.push(message=fake.message(42, "after the bad one"))
             await fake.wait_for(lambda: good["update_id"] + 1 in fake.offsets)
@@ -537,7 +474,7 @@ async def test_groups_answer_commands_mentions_and_replies_only(
 ) -> None:
     group = -100200
     with structlog.testing.capture_logs() as logs:
-        async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+        async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
             fake.push(message=fake.message(group, "hello everyone"))
             fake.push(message=fake.message(group, f"/ping@{USERNAME}"))
             fake.push(message=fake.message(group, "/ping@some_other_bot"))
@@ -565,7 +502,7 @@ async def test_answer_groups_all_answers_every_group_message(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
     settings = telegram_settings(tmp_path, fake, answer_groups="all")
-    async with running(settings) as (gateway, _adapter):
+    async with running(settings, router()) as (gateway, _adapter):
         fake.push(message=fake.message(-100200, "hello everyone"))
         await fake.wait_for(lambda: len(fake.sent) >= 1)
         await gateway.drain()
@@ -573,7 +510,7 @@ async def test_answer_groups_all_answers_every_group_message(
 
 
 async def test_callback_query_is_handled_and_answered(tmp_path: Path, fake: FakeTelegram) -> None:
-    async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
         fake.push(
             callback_query={
                 "id": "cbq-1",
@@ -765,7 +702,7 @@ async def test_normalize_edits_topics_callbacks_and_what_is_skipped(
 
 async def test_rejected_html_is_resent_as_plain_text(tmp_path: Path, fake: FakeTelegram) -> None:
     fake.fail_next("sendMessage", 400, "Bad Request: can't parse entities: Unsupported start tag")
-    async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
         fake.push(message=fake.message(42, "html"))
         await fake.wait_for(lambda: len(fake.sent) >= 1)
         await gateway.drain()
@@ -784,7 +721,7 @@ async def test_a_migrated_group_is_followed_to_its_supergroup(
         "Bad Request: group chat was upgraded to a supergroup chat",
         migrate_to_chat_id=-100999,
     )
-    async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
         fake.push(message=fake.message(-555, "/ping", chat_type="group"))
         await fake.wait_for(lambda: len(fake.sent) >= 1)
         await gateway.drain()
@@ -798,7 +735,7 @@ async def test_ambiguous_send_is_unknown_unless_resend_unknown(
 ) -> None:
     fake.drop_next("sendMessage")  # the request went out; no answer came back
     settings = telegram_settings(tmp_path, fake, resend_unknown=resend_unknown)
-    async with running(settings) as (gateway, adapter):
+    async with running(settings, router()) as (gateway, adapter):
         assert adapter.resend_unknown is resend_unknown
         update = fake.push(message=fake.message(42, "maybe delivered"))
         await fake.wait_for(lambda: len(fake.calls_to("sendMessage")) >= 1)
@@ -814,7 +751,7 @@ async def test_ambiguous_send_is_unknown_unless_resend_unknown(
 
 async def test_blocked_by_user_is_dead_not_retried(tmp_path: Path, fake: FakeTelegram) -> None:
     fake.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
-    async with running(telegram_settings(tmp_path, fake)) as (gateway, _adapter):
+    async with running(telegram_settings(tmp_path, fake), router()) as (gateway, _adapter):
         update = fake.push(message=fake.message(42, "hello?"))
         await fake.wait_for(lambda: len(fake.calls_to("sendMessage")) >= 1)
         await gateway.drain()
@@ -828,7 +765,7 @@ async def test_conflict_is_logged_once_and_polling_recovers(
     for _ in range(3):
         fake.fail_next("getUpdates", 409, "Conflict: terminated by other getUpdates request")
     with structlog.testing.capture_logs() as logs:
-        async with running(telegram_settings(tmp_path, fake)) as (gateway, adapter):
+        async with running(telegram_settings(tmp_path, fake), router()) as (gateway, adapter):
             fake.push(message=fake.message(42, "after the conflict"))
             await fake.wait_for(lambda: len(fake.sent) >= 1)
             await gateway.drain()

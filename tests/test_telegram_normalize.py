@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.support.config import CORPUS as SHARED_CORPUS
+from tests.support.config import ROOT
 from tether.adapters.kit import Dropped
 from tether.adapters.telegram.normalize import normalize, update_id
 from tether.adapters.telegram.recipient import Recipient
@@ -36,9 +37,9 @@ ALICE = {"id": 31337, "is_bot": False, "first_name": "Alice", "last_name": "Lidd
 OTHER_BOT = {"id": 8080, "is_bot": True, "first_name": "Echo", "username": "echo_bot"}
 GROUP = {"id": -1009001, "type": "supergroup", "title": "Tea party"}
 DM = {"id": 31337, "type": "private", "first_name": "Alice"}
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT
 #: Third-party payloads beside the repository (../shared/corpus); absent on some machines.
-CORPUS = REPO.parent / "shared" / "corpus" / "telegram"
+CORPUS = SHARED_CORPUS / "telegram"
 
 
 # -- builders -----------------------------------------------------------------------------

@@ -16,13 +16,13 @@ most must actually take the fast path, or it is not one.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.config import CORPUS as SHARED_CORPUS
 from tether.adapters.kit import Dropped
 from tether.adapters.telegram.normalize import normalize, read_with_ptb, update_id
 from tether.adapters.telegram.plain import read_plain
@@ -32,7 +32,7 @@ from tether.events import Event, Kind
 BOT_ID = 5550001
 USERNAME = "Lantern_bot"
 WHEN = 1_750_000_000
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "telegram"
+CORPUS = SHARED_CORPUS / "telegram"
 
 RECIPIENTS = [
     Recipient(bot_id=BOT_ID, username=USERNAME),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import subprocess_env
+from tests.support.processes import subprocess_env
 from tether.memory import tokens
 
 OFFLINE = """

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +21,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from tests.conftest import (
-    TETHER,
-    db_rows,
-    events_named,
-    make_settings,
-    merge,
-    running,
-    write_config,
-)
+from tests.support.config import db_rows, events_named, make_settings, merge, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER
 from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import load_text
@@ -75,13 +68,9 @@ def _fresh_calls() -> None:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeModel]:
-    server = FakeModel()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+def fake(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    return model
 
 
 def settings_for(tmp_path: Path, fake: FakeModel, **sections: Any) -> Any:

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import db_rows, subprocess_env, write_config
 from tests.fakes.counter import Counter
-from tests.test_crash import control_socket, spawn
+from tests.support.config import db_rows, write_config
+from tests.support.processes import control_socket, spawn, subprocess_env
 from tether.gateway.tools.execute import UNKNOWN
 from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
@@ -39,13 +39,10 @@ def after_the_tool(body: Body) -> bool:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeModel]:
-    server = FakeModel(reply=reply)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
+def fake(model: FakeModel) -> FakeModel:
+    """The shared fake (model, tests/fixtures.py), as this module uses it."""
+    model.reply = reply
+    return model
 
 
 @pytest.fixture

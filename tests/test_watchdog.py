@@ -20,18 +20,16 @@ import pytest
 import structlog
 from prometheus_client import REGISTRY
 
-from tests.conftest import TETHER, make_settings, subprocess_env, write_config
-from tests.conftest import running as conftest_running
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import make_settings, write_config
+from tests.support.gateway import running
+from tests.support.processes import TETHER, subprocess_env
 from tether import Context, Router
-from tether.adapters.base import Adapter
 from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram import TelegramAdapter
-from tether.config import Settings
 from tether.errors import ConfigError, GatewayError
 from tether.events import Conversation, Event, Kind
 from tether.gateway.app import Gateway
-from tether.gateway.assembly import build_adapters
 from tether.gateway.builtin.echo import echo_router
 from tether.gateway.ops.watchdog import Watchdog
 
@@ -84,30 +82,13 @@ def _sections(fake: FakeTelegram, deliver: str, **watchdog: float) -> dict[str, 
 
 
 @asynccontextmanager
-async def running(
-    settings: Settings, *extra: Adapter
-) -> AsyncIterator[tuple[Gateway, TelegramAdapter]]:
-    adapters = build_adapters(settings)
-    telegram = adapters["telegram"]
-    assert isinstance(telegram, TelegramAdapter)
-    telegram.backoff_base, telegram.backoff_max = 0.05, 0.1
-    adapters.update({adapter.platform: adapter for adapter in extra})
-    gateway = Gateway(settings, adapters, router=_router())
-    await gateway.start()
-    try:
-        yield gateway, telegram
-    finally:
-        await gateway.stop()
-
-
-@asynccontextmanager
 async def alerting_to_loopback(
     tmp_path: Path, fake: FakeTelegram, **watchdog: float
 ) -> AsyncIterator[tuple[Gateway, TelegramAdapter, LoopbackAdapter]]:
     """A gateway on the fake Telegram, polling, whose alerts go to a loopback chat."""
     ops = LoopbackAdapter()
     settings = make_settings(tmp_path, **_sections(fake, "loopback:ops", **watchdog))
-    async with running(settings, ops) as (gateway, telegram):
+    async with running(settings, _router(), extra=[ops]) as (gateway, telegram):
         await _until(gateway, lambda: telegram.connected)
         yield gateway, telegram, ops
 
@@ -147,7 +128,7 @@ async def test_a_loop_blocked_2s_shows_in_lag_and_readyz_and_alerts_once_then_re
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
     settings = make_settings(tmp_path, **_sections(fake, f"telegram:{OPS_CHAT}"))
-    async with running(settings) as (gateway, telegram):
+    async with running(settings, _router()) as (gateway, telegram):
         assert gateway.http is not None
         port = gateway.http.port
         await _until(gateway, lambda: telegram.connected)
@@ -237,7 +218,7 @@ async def test_a_check_that_flaps_within_one_window_sends_one_alert_and_one_reco
     settings = make_settings(
         tmp_path, ops={"watchdog": quiet, "alerts": {"deliver": "loopback:ops"}}
     )
-    async with conftest_running(settings) as (gateway, ops):
+    async with running(settings) as (gateway, ops):
         watchdog = gateway.watchdog
         assert watchdog is not None
         now = asyncio.get_running_loop().time()
@@ -264,7 +245,10 @@ async def test_a_handler_past_its_timeout_is_named_in_a_line_a_metric_and_an_ale
     route = "text:^stubborn$->_stubborn"
     before = REGISTRY.get_sample_value("tether_handler_overruns_total", {"route": route}) or 0
     with structlog.testing.capture_logs() as logs:
-        async with running(make_settings(tmp_path, **sections), ops) as (gateway, _):
+        async with running(make_settings(tmp_path, **sections), _router(), extra=[ops]) as (
+            gateway,
+            _,
+        ):
             fake.push(message=fake.message(42, "stubborn"))
             try:
                 await ops.wait_for_sent(1)
@@ -294,7 +278,7 @@ async def test_an_open_alert_survives_a_restart_unrepeated_and_tether_status_lis
     sections = _sections(fake, f"telegram:{OPS_CHAT}", interval=3600, dead_letters_per_hour=0)
     settings = make_settings(tmp_path, **sections)
     for _ in range(2):  # the second run starts with the alert open
-        async with running(settings) as (gateway, _telegram):
+        async with running(settings, _router()) as (gateway, _telegram):
             letter_key = "cron:ghost:manual:x"
             await _bury(gateway, letter_key)
             await _settled(gateway)

@@ -22,7 +22,8 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import make_settings
+from tests.support.config import make_settings
+from tests.support.web import TOKEN, client, log_in, login_nonce
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
 from tether.errors import ConfigError, GatewayError, SendFatal
@@ -32,7 +33,6 @@ from tether.gateway.web.live import LiveHub
 from tether.gateway.web.passwd import hash_password, verify_password
 from tether.redaction import redactor
 
-TOKEN = "ui-token-0123456789abcdef"
 PASSWORD = "correct horse battery"
 #: A cheap hash (N=2**10) for tests; the default cost is for real passwords.
 PASSWORD_HASH = hash_password(PASSWORD, n=2**10)
@@ -57,35 +57,6 @@ async def console(settings: Settings) -> AsyncIterator[tuple[Gateway, str]]:
         yield gateway, f"http://127.0.0.1:{gateway.http.port}"
     finally:
         await gateway.stop()
-
-
-def client() -> aiohttp.ClientSession:
-    # unsafe: keep cookies for an IP address host (127.0.0.1)
-    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
-
-
-async def login_nonce(session: aiohttp.ClientSession, base: str) -> str:
-    async with session.get(f"{base}/ui/login") as response:
-        assert response.status == 200
-        html = await response.text()
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert found
-    return found[1]
-
-
-async def log_in(session: aiohttp.ClientSession, base: str, password: str = TOKEN) -> str:
-    """Log in; return the CSRF token of the session."""
-    nonce = await login_nonce(session, base)
-    form = {"password": password, "csrf": nonce, "next": "/ui/"}
-    async with session.post(f"{base}/ui/login", data=form, allow_redirects=False) as response:
-        assert response.status == 302, await response.text()
-        assert response.headers["Location"] == "/ui/"
-    async with session.get(f"{base}/ui/") as response:
-        assert response.status == 200
-        html = await response.text()
-    found = re.search(r'name="csrf-token" content="([^"]+)"', html)
-    assert found
-    return found[1]
 
 
 # -- config ---------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.conftest import ROOT, db_rows, make_settings
-from tests.test_web_auth import TOKEN, client, log_in
+from tests.support.config import ROOT, db_rows, make_settings
+from tests.support.web import TOKEN, client, log_in
 from tether.config import Settings
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters

@@ -14,20 +14,17 @@ import os
 import re
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, make_settings
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import ROOT, make_settings
+from tests.support.gateway import base_url, running
 from tether.adapters.loopback import LoopbackAdapter
-from tether.adapters.telegram import TelegramAdapter
 from tether.config import Settings
 from tether.errors import Fatal
-from tether.gateway.app import Gateway
-from tether.gateway.assembly import build_adapters
 from tether.gateway.builtin.echo import echo_router
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Router
@@ -86,23 +83,6 @@ def telegram_settings(tmp_path: Path, fake: FakeTelegram, **sections: Any) -> Se
     )
 
 
-@asynccontextmanager
-async def running(
-    settings: Settings, router: Router | None = None, extra: dict[str, Any] | None = None
-) -> AsyncIterator[tuple[Gateway, str]]:
-    adapters = {**build_adapters(settings), **(extra or {})}
-    telegram = adapters.get("telegram")
-    if isinstance(telegram, TelegramAdapter):
-        telegram.backoff_base, telegram.backoff_max = 0.05, 0.2
-    gateway = Gateway(settings, adapters, router=router)
-    await gateway.start()
-    try:
-        assert gateway.http is not None
-        yield gateway, f"http://127.0.0.1:{gateway.http.port}"
-    finally:
-        await gateway.stop()
-
-
 # -- log in; the overview moves; events, timelines, jobs, live ---------------------------
 
 
@@ -114,7 +94,8 @@ async def test_overview_counts_move_with_telegram_traffic_and_every_page_renders
     settings = telegram_settings(tmp_path, fake, jobs=jobs)
     router = Router("root")
     router.include(echo_router())
-    async with running(settings, router) as (_gateway, base):
+    async with running(settings, router) as (gateway, _):
+        base = base_url(gateway)
         context = await browser.new_context()
         page = await context.new_page()
         await log_in(page, base)
@@ -195,7 +176,8 @@ async def test_a_dead_letter_retried_from_its_page_is_answered_on_telegram(
 
     router.include(echo_router())
     settings = telegram_settings(tmp_path, fake)
-    async with running(settings, router) as (_gateway, base):
+    async with running(settings, router) as (gateway, _):
+        base = base_url(gateway)
         fake.push(message=fake.message(42, "fragile"))
         await fake.wait_for(lambda: any("went wrong" in s["text"] for s in fake.sent))
         page = await browser.new_page()
@@ -229,7 +211,8 @@ async def test_a_fact_forgotten_on_the_page_is_gone_from_the_next_prompt(
     settings = make_settings(tmp_path, http={"enabled": True, "port": 0, "ui": UI}, llm=section)
     loop = LoopbackAdapter()
     try:
-        async with running(settings, extra={"loopback": loop}) as (_gateway, base):
+        async with running(settings, adapter=loop) as (gateway, _):
+            base = base_url(gateway)
             for text in ("/remember my cat is called Mittens", "/remember I live in Oslo"):
                 await loop.say(text, chat="7", key=f"loopback:{uuid.uuid4()}")
             await loop.wait_for_sent(2)
