@@ -2,7 +2,7 @@
 
 One subpackage per concern, in floors, lowest first; each imports only the floors below
 it (and ``memory/``, ``config/``, ``adapters/``, ``scheduler/`` and ``tether/`` beneath
-all of them). ``tests/test_layout.py`` holds the order.
+all of them). ``tests/project/test_layout.py`` holds the order.
 
 - ``ops/``      logs, the HTTP server, watchdog and alerts, systemd, the event loop
 - ``llm/``      the model client: routes, fallbacks, key pools, breakers, streaming

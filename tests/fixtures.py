@@ -1,7 +1,7 @@
 """The fixtures of the fake servers and the stores: the one place each is started.
 
 Every fake server runs on 127.0.0.1 and is stopped after its test. A test module names
-the fixture it needs (``telegram``, ``discord``, ``feishu``, ``model``); one that talks
+the fixture it needs (``telegram``, ``discord_fake``, ``feishu``, ``model``); one that talks
 to a single platform may alias it as ``fake`` (``tests/adapters/discord/...``), and one
 that needs a fake with more behaviour (the media fakes) defines that fixture itself.
 ``store`` is every store the contract holds: SQLite, in-memory and PostgreSQL.
@@ -58,7 +58,7 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
 
 
 @pytest.fixture
-async def discord() -> AsyncIterator[FakeDiscord]:
+async def discord_fake() -> AsyncIterator[FakeDiscord]:
     server = await FakeDiscord().start()
     try:
         yield server

@@ -5,7 +5,7 @@ Everything a bot author imports comes from here (and, for tests, from
 
     from tether import Button, Context, Fatal, File, Retryable, Router
 
-The names below are the public surface, pinned by ``tests/test_public_api.py``; where a
+The names below are the public surface, pinned by ``tests/project/test_public_api.py``; where a
 name is defined inside the package may change from one release to the next, the import
 from ``tether`` does not.
 

@@ -14,8 +14,9 @@ object to read (no ``text_mention``) — with every field of the type PTB's read
 chat has ``id`` and ``type``). For anything else, or any doubt, it answers None and
 :func:`.normalize.normalize` hands the update to PTB unchanged, so PTB stays the parser of
 everything else (replies, captions, media, forwards, channel posts, buttons...). A
-differential Hypothesis test (tests/test_telegram_plain.py) pins every answer it gives to
-the PTB path's answer for the same update: the same ``Event`` or the same ``Dropped``.
+differential Hypothesis test (tests/adapters/telegram/test_telegram_plain.py) pins every
+answer it gives to the PTB path's answer for the same update: the same ``Event`` or the
+same ``Dropped``.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ def settle_heap() -> None:
     promoted, and the old generation grew until full collections walked 120,000 objects:
     on ``bench/telegram.py`` (20,000 updates) collections took 2.2 s of 14 s of CPU. With
     fewer young collections most of them are freed before one comes: 0.34 s. The
-    per-event path leaves no cycles (tests/test_pipeline.py), so what waits longer for
+    per-event path leaves no cycles (tests/gateway/core/test_pipeline.py), so what waits longer for
     a collection is little.
     """
     gc.collect()

@@ -1,4 +1,4 @@
-"""Job handlers for tests/test_scheduler.py (``handler: tests.plugins.cron_jobs:…``).
+"""Job handlers for tests/scheduler/test_scheduler.py (``handler: tests.plugins.cron_jobs:…``).
 
 They record what ran in :data:`state`, which the tests reset, so a test can tell a job
 that ran once from one that ran again, and hold a run open to see what overlaps it.

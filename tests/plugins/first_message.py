@@ -1,4 +1,4 @@
-"""A plugin for tests/test_first_message.py: ``/help`` must list its commands, the
+"""A plugin for tests/gateway/builtin/test_first_message.py: ``/help`` must list its commands, the
 admin-only one to admins only (``plugins: ["tests.plugins.first_message:router"]``)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A plugin whose tool takes the built-in ``remember``'s name: refused at start and at
-reload (tests/test_tools.py)."""
+reload (tests/gateway/tools/test_tools.py)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ def event(key: str, text: str = "hi") -> Event:
 SECRETS: set[str] = {
     TELEGRAM_TOKEN,
     TELEGRAM_TOKEN.split(":", 1)[1],
-    "s3cret-webhook_token",  # tests/test_telegram.py's webhook secret
+    "s3cret-webhook_token",  # tests/adapters/telegram/test_telegram.py's webhook secret
     FEISHU_APP_SECRET,
     FEISHU_ENCRYPT_KEY,
     FEISHU_VERIFICATION_TOKEN,

@@ -4,8 +4,8 @@ client against the fake platform servers over HTTP on 127.0.0.1.
 A reply's files become outbox rows (:func:`tether.gateway.core.media.parts`) whose bytes were
 stored in the store's blobs before the checkpoint; each platform gets them through its
 own upload API; ``ctx.download`` fetches what a person sent through the platform's file
-API, within a cap. Crashes are in tests/test_media_crash.py, the ``llm`` agent's use of
-images in tests/test_media_llm.py.
+API, within a cap. Crashes are in tests/adapters/test_media_crash.py, the ``llm`` agent's use of
+images in tests/gateway/agent/test_media_llm.py.
 """
 
 from __future__ import annotations
@@ -245,12 +245,6 @@ async def test_telegram_download_fetches_the_file_and_enforces_the_cap(
 
 
 # -- Discord --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def discord_fake(discord: FakeDiscord) -> FakeDiscord:
-    """The shared fake (discord, tests/fixtures.py), as this module uses it."""
-    return discord
 
 
 def discord_settings(tmp_path: Path, fake: FakeDiscord, **extra: Any) -> Settings:

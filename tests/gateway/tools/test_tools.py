@@ -4,7 +4,7 @@ Through the real pipeline (loopback adapter, SQLite store) and the real ``openai
 client against the fake OpenAI-compatible server, which scripts ``tool_calls`` and
 records what the model was sent (the ``tools`` offered, the ``tool`` results). The
 exactly-once rules are also checked one call at a time (:func:`execute` with a context
-per attempt); the SIGKILL versions are in tests/test_tools_crash.py.
+per attempt); the SIGKILL versions are in tests/gateway/tools/test_tools_crash.py.
 """
 
 from __future__ import annotations

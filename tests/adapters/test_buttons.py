@@ -301,12 +301,6 @@ async def test_telegram_press_delivered_twice_runs_once_and_is_answered_before_t
 # -- Discord: components; a deferred update (type 6) right after the commit ---------------
 
 
-@pytest.fixture
-def discord_fake(discord: FakeDiscord) -> FakeDiscord:
-    """The shared fake (discord, tests/fixtures.py), as this module uses it."""
-    return discord
-
-
 def discord_settings(tmp_path: Path, fake: FakeDiscord) -> Settings:
     section = {"token": fake.token, "api_base": fake.api_base, "gateway_url": fake.gateway_url}
     return make_settings(tmp_path, platforms={"discord": section})

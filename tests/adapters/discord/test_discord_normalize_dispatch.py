@@ -3,7 +3,7 @@ skipped, the session it came on is kept, and reconnects are counted from the las
 session; ``/ask`` from a channel discord.py cannot resolve still names its chat.
 
 The real adapter and discord.py client against tests/fakes/discord_api.py, as in
-tests/test_discord.py (whose ``running`` harness and ``fake`` fixture these reuse).
+tests/adapters/discord/test_discord.py (through ``discord_running`` and the shared fake).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import discord
 import pytest
 import structlog
 
-from tests import test_discord
 from tests.fakes.discord_api import BOT_ID, CHANNEL_ID, GUILD_ID, TOKEN, FakeDiscord
 from tests.support.config import CORPUS as SHARED_CORPUS
 from tests.support.config import events_named
@@ -26,7 +25,13 @@ from tether.adapters.discord.ingress import GatewayIngress
 from tether.adapters.discord.normalize import Bot
 from tether.config.schema import DiscordConfig
 
-fake = test_discord.fake  # the fake Discord on loopback, a fixture shared with that module
+
+@pytest.fixture
+def fake(discord_fake: FakeDiscord) -> FakeDiscord:
+    """The shared fake Discord (tests/fixtures.py), by this module's name for it."""
+    return discord_fake
+
+
 CORPUS = SHARED_CORPUS / "discord"
 
 

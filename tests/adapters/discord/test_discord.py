@@ -47,9 +47,9 @@ from tether.gateway.assembly import build_adapters
 
 
 @pytest.fixture
-def fake(discord: FakeDiscord) -> FakeDiscord:
-    """The shared fake (discord, tests/fixtures.py), as this module uses it."""
-    return discord
+def fake(discord_fake: FakeDiscord) -> FakeDiscord:
+    """The shared fake (discord_fake, tests/fixtures.py), as this module uses it."""
+    return discord_fake
 
 
 def replies_to(fake: FakeDiscord, message: dict[str, Any]) -> list[dict[str, Any]]:

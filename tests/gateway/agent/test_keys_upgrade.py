@@ -33,9 +33,9 @@ from tether.memory.inmemory import MemoryStore
 
 
 @pytest.fixture
-def fake(discord: FakeDiscord) -> FakeDiscord:
-    """The shared fake (discord, tests/fixtures.py), as this module uses it."""
-    return discord
+def fake(discord_fake: FakeDiscord) -> FakeDiscord:
+    """The shared fake (discord_fake, tests/fixtures.py), as this module uses it."""
+    return discord_fake
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -1,0 +1,1 @@
+"""What every platform shares: buttons, files in and out, the console."""

@@ -1,0 +1,1 @@
+"""Discord: discord.py against a fake REST API and gateway."""

@@ -1,0 +1,1 @@
+"""Feishu/Lark: lark-oapi against a fake open platform, signed webhooks."""

@@ -1,0 +1,1 @@
+"""Telegram: python-telegram-bot against a fake Bot API."""

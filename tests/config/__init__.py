@@ -1,0 +1,1 @@
+"""tether.yaml: loading, the schema's errors, hostile input, several agents' sections."""

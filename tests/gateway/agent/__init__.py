@@ -1,0 +1,1 @@
+"""The llm agent: streaming, vision, reflection, several agents and rooms."""

@@ -1,0 +1,1 @@
+"""What every gateway answers: access, pairing, the owner's first message."""

@@ -1,0 +1,1 @@
+"""The durable engine: pipeline, lanes, outbox, /stop, crashes, chaos, scale-out."""

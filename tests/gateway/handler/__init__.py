@@ -1,0 +1,1 @@
+"""What plugin code touches: routers and middlewares."""

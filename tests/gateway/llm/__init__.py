@@ -1,0 +1,1 @@
+"""The model client: routes, fallbacks, key pools, breakers, budgets."""

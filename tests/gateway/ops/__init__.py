@@ -1,0 +1,1 @@
+"""Operations: metrics, watchdog, logs, systemd, start faults, the HTTP server."""

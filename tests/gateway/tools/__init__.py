@@ -1,0 +1,1 @@
+"""Tools: exactly-once calls, crashes mid-call, MCP servers."""

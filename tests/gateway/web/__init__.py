@@ -1,0 +1,1 @@
+"""The web console and web chat, in a real browser too."""

@@ -1,0 +1,1 @@
+"""The ground floor (tether/*.py): keys, text splitting, redaction, cron expressions."""

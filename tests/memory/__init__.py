@@ -1,0 +1,1 @@
+"""The stores: one contract over SQLite, in-memory and PostgreSQL, health, batching, tokens."""

@@ -1,0 +1,1 @@
+"""Cron jobs and reminders: the ledger, catch-up, many jobs."""
