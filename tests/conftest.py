@@ -47,3 +47,26 @@ def _logging() -> None:
     """Log to this test's captured stderr (a CLI call in an earlier test may have
     pointed structlog at a stream that is closed now)."""
     logs.configure("info", "json", stream=sys.stderr)
+
+
+#: What a test uses that makes it one of these; ``slow`` follows from each.
+BY_FIXTURE = {
+    "postgres": {"pg_dsn", "pg_server"},
+    "browser": {"browser", "chat_page"},
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers given by what a test uses: the PostgreSQL server (its fixtures, or the
+    ``store`` fixture's PostgreSQL case) and a browser; a crash, PostgreSQL or browser
+    test is ``slow`` too, so ``-m "not slow"`` leaves the minute-long inner loop."""
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("store") == "postgres":
+            uses.add("pg_dsn")
+        for marker, fixtures in BY_FIXTURE.items():
+            if uses & fixtures:
+                item.add_marker(marker)
+        if any(item.get_closest_marker(m) for m in ("crash", "postgres", "browser")):
+            item.add_marker("slow")

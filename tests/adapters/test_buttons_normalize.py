@@ -163,6 +163,7 @@ def test_discord_press_never_raises_on_any_json(data: Any) -> None:
     assert reasoned(press(data))
 
 
+@pytest.mark.slow
 @given(
     st.dictionaries(
         st.sampled_from(["id", "type", "token", "channel_id", "guild_id", "member", "user",
@@ -180,6 +181,7 @@ def test_discord_press_with_wrong_types_never_raises(
     assert isinstance(clean, Event) == bool(custom_id)
 
 
+@pytest.mark.slow
 @given(JSON, JSON, JSON, JSON)
 def test_feishu_card_action_never_raises(
     value: Any, context: Any, operator: Any, event: Any

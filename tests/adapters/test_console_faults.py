@@ -62,6 +62,8 @@ class Answers:
             await asyncio.wait_for(self._changed.wait_for(lambda: len(self.lines) >= count), 60)
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_killing_the_writer_under_piped_input_loses_and_repeats_nothing(
     tmp_path: Path,
 ) -> None:
@@ -98,6 +100,7 @@ async def test_killing_the_writer_under_piped_input_loses_and_repeats_nothing(
     assert err == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("errors", ["strict", "surrogateescape"])
 async def test_a_line_that_is_not_utf8_gets_a_notice_and_the_rest_are_answered(
     tmp_path: Path, errors: str

@@ -127,6 +127,7 @@ async def test_telegram_sends_two_photos_as_one_album(
     assert db_rows(tmp_path, "SELECT count(*) FROM outbox") == [(1,)]
 
 
+@pytest.mark.slow
 async def test_telegram_sends_a_photo_over_10_mb_as_a_document(
     tmp_path: Path, telegram: MediaTelegram
 ) -> None:

@@ -29,6 +29,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscord
 from tests.fakes.feishu_api import APP_ID, APP_SECRET, message_event
 from tests.fakes.feishu_media import MediaFeishu
@@ -36,6 +38,9 @@ from tests.fakes.telegram_media import MediaTelegram
 from tests.plugins import media as plugin
 from tests.support.config import db_rows, write_config
 from tests.support.processes import spawn_run, subprocess_env
+
+#: Every test here kills a real tether process with SIGKILL.
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 FILES = [plugin.PHOTO, plugin.DOCUMENT, plugin.VOICE]
 PLUGIN = ["tests.plugins.media:router"]

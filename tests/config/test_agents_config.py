@@ -119,6 +119,7 @@ def test_rooms_values_are_checked() -> None:
     assert "rooms.extra: unknown key" in problem(rooms={"extra": 1})
 
 
+@pytest.mark.slow
 def test_tether_check_reports_the_key(tmp_path: Path) -> None:
     import subprocess
 

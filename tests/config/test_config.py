@@ -48,6 +48,7 @@ def test_invalid_config_exits_nonzero_naming_the_key_path(
     assert expected in err
 
 
+@pytest.mark.slow
 def test_check_subprocess_reports_unknown_key(tmp_path: Path) -> None:
     path = tmp_path / "tether.yaml"
     path.write_text("http:\n  prot: 8080\n")
@@ -101,6 +102,7 @@ def test_check_rejects_a_plugin_that_does_not_import(
     assert "cannot import 'no_such_module_x'" in err
 
 
+@pytest.mark.slow
 def test_chat_in_a_pipe_answers_and_history_survives_restart(tmp_path: Path) -> None:
     path = tmp_path / "tether.yaml"
     path.write_text(f"memory: {{store: 'sqlite:///{tmp_path}/chat.db'}}\n")
@@ -150,6 +152,7 @@ def _limited_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
 
+@pytest.mark.slow
 def test_a_yaml_alias_bomb_is_refused_at_once_naming_where(tmp_path: Path) -> None:
     path = tmp_path / "bomb.yaml"
     path.write_text(ALIAS_BOMB)
@@ -228,6 +231,7 @@ def test_an_infinite_or_nan_number_is_refused() -> None:
 
 # A weekday starting with * leaves the day of month to decide; "0 0 30 2 mon" fires (on
 # February's Mondays: both day fields restricted, either matches, as in crontab).
+@pytest.mark.slow
 @pytest.mark.parametrize("cron", ["0 0 31 2 *", "0 0 30 2 */2", "0 0 31 4,6,9,11 *"])
 def test_a_cron_expression_that_never_fires_is_refused(cron: str) -> None:
     text = f"jobs: [{{id: never, cron: '{cron}', text: hi, deliver: 'console:local'}}]\n"

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -212,6 +213,7 @@ def test_yaml_ish_text(text: str) -> None:
     outcome(lambda: load_text(text, source=SOURCE, env={"HOSTILE_VAR": SECRET}), secret=False)
 
 
+@pytest.mark.slow
 @given(st.lists(st.tuples(st.sampled_from(KNOWN_PATHS), values), max_size=6))
 def test_random_values_in_known_keys_next_to_secrets(
     assignments: list[tuple[tuple[str | int, ...], Any]],

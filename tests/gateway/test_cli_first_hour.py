@@ -55,6 +55,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 # -- tether init -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_init_writes_a_commented_config_with_references_not_secrets(tmp_path: Path) -> None:
     path = tmp_path / "bot.yaml"
     env = clean_env(TELEGRAM_TOKEN=SECRET)
@@ -80,6 +81,7 @@ def test_init_writes_a_commented_config_with_references_not_secrets(tmp_path: Pa
     assert next_line.endswith(f"tether run -c {path}")
 
 
+@pytest.mark.slow
 def test_init_keeps_an_existing_file_unless_forced(tmp_path: Path) -> None:
     (tmp_path / "tether.yaml").write_text("# mine\n")
     refused = tether("init", cwd=tmp_path, env=clean_env())
@@ -92,6 +94,7 @@ def test_init_keeps_an_existing_file_unless_forced(tmp_path: Path) -> None:
     assert load(tmp_path / "tether.yaml").platforms.console.enabled
 
 
+@pytest.mark.slow
 def test_init_refuses_an_owner_on_a_platform_not_chosen(tmp_path: Path) -> None:
     done = tether("init", "--platform", "discord", "--owner", "telegram:1", cwd=tmp_path)
     assert done.returncode == 2 and "--owner" in done.stderr
@@ -113,6 +116,7 @@ def read_terminal(terminal: int) -> str:
     return seen.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_init_on_a_terminal_asks_what_the_flags_say(tmp_path: Path) -> None:
     terminal, side = pty.openpty()
     answers = b"telegram, nope\ntelegram\ntelegram:4242\n\n"  # a wrong name is asked again
@@ -134,6 +138,7 @@ def test_init_on_a_terminal_asks_what_the_flags_say(tmp_path: Path) -> None:
 # -- plugins import beside their config ------------------------------------------
 
 
+@pytest.mark.slow
 def test_plugins_and_job_handlers_import_from_the_configs_directory(tmp_path: Path) -> None:
     package = tmp_path / "deploy" / "ourbot"
     package.mkdir(parents=True)
@@ -149,6 +154,7 @@ def test_plugins_and_job_handlers_import_from_the_configs_directory(tmp_path: Pa
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_the_example_config_checks_from_the_repository_root() -> None:
     done = tether("check", "-c", "examples/tether.yaml", cwd=ROOT, env=clean_env())
     assert done.returncode == 0, done.stderr
@@ -157,6 +163,7 @@ def test_the_example_config_checks_from_the_repository_root() -> None:
 # -- inspection never creates a store --------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command", [["status"], ["dead", "list"], ["pair", "list"], ["jobs", "list"]]
 )
@@ -169,6 +176,7 @@ def test_inspection_in_an_empty_directory_creates_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_inspection_names_the_config_that_pointed_at_no_store(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     done = tether("status", "-c", str(config), cwd=tmp_path, env=clean_env())
@@ -180,11 +188,13 @@ def test_inspection_names_the_config_that_pointed_at_no_store(tmp_path: Path) ->
 # -- the command line itself -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_version() -> None:
     done = tether("--version")
     assert done.returncode == 0 and done.stdout == f"tether {metadata.version('tether')}\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("before", [True, False])
 def test_config_before_or_after_the_command(tmp_path: Path, before: bool) -> None:
     config = write_config(tmp_path, agent={"name": "Placed"})
@@ -194,6 +204,7 @@ def test_config_before_or_after_the_command(tmp_path: Path, before: bool) -> Non
     assert "name: Placed" in done.stdout and f"config: {config}" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
     [[], ["run"], ["chat"], ["check"], ["init"], ["status"], ["dead"], ["pair"], ["jobs"]],
@@ -213,6 +224,7 @@ def utc(text: str) -> dt.datetime:
     return when
 
 
+@pytest.mark.slow
 async def test_json_output_shows_iso_times_and_says_what_it_read(tmp_path: Path) -> None:
     router = Router()
 
@@ -262,6 +274,7 @@ async def run_on_a_terminal(tmp_path: Path, *flags: str) -> str:
     return read_terminal(terminal)
 
 
+@pytest.mark.slow
 async def test_run_on_a_terminal_shows_a_banner_and_only_warnings(tmp_path: Path) -> None:
     seen = await run_on_a_terminal(tmp_path)
     config = tmp_path / "tether.yaml"
@@ -269,11 +282,13 @@ async def test_run_on_a_terminal_shows_a_banner_and_only_warnings(tmp_path: Path
     assert seen.splitlines() == [banner]  # gateway.started & co. are info: not shown
 
 
+@pytest.mark.slow
 async def test_run_verbose_on_a_terminal_shows_every_log_line(tmp_path: Path) -> None:
     seen = await run_on_a_terminal(tmp_path, "-v")
     assert "gateway.started" in seen and "gateway.stopped" in seen
 
 
+@pytest.mark.slow
 def test_chat_on_a_terminal_says_which_config_and_store(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     terminal, side = pty.openpty()

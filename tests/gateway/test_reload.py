@@ -71,6 +71,7 @@ def test_a_missing_secret_file_is_one_line_naming_the_key(tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.slow
 def test_tether_check_masks_a_value_read_from_a_file(tmp_path: Path) -> None:
     persona = tmp_path / "persona"
     persona.write_text("a persona kept in a secret file\n")
@@ -156,6 +157,7 @@ def persona_of(openai: FakeModel, text: str) -> list[str]:
     return [r.system for r in openai.requests if r.messages[-1]["content"] == text]
 
 
+@pytest.mark.slow
 async def test_a_reload_during_a_stream_changes_persona_and_allow_list_from_the_next_messages(
     tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:
@@ -353,6 +355,7 @@ async def _announced(config: Path, generation: int = 0) -> dict[str, Any]:
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_tether_reload_and_sighup_on_a_running_gateway(
     tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:
@@ -451,6 +454,7 @@ async def test_an_event_in_flight_finishes_on_the_settings_it_started_with(
     ]
 
 
+@pytest.mark.slow
 async def test_a_reload_that_adds_a_job_starts_a_scheduler_that_fires_it(
     tmp_path: Path, telegram: FakeTelegram, openai: FakeModel
 ) -> None:

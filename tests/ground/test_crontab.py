@@ -169,6 +169,7 @@ TABLE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line, zone, start", TABLE)
 def test_next_five_fires_match_crontab(line: str, zone: str, start: datetime) -> None:
     assert schedule_fires(line, zone, start) == reference_fires(line, zone, start)

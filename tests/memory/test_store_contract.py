@@ -296,6 +296,7 @@ class SentToWriter:
         monkeypatch.setattr(tether.memory.sqlite.writer, "frame", recording)
 
 
+@pytest.mark.crash
 async def test_sqlite_a_dead_writer_fails_what_it_held_and_is_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -334,6 +335,7 @@ async def test_sqlite_writer_outlives_signals_meant_for_the_gateway(tmp_path: Pa
         await store.close()
 
 
+@pytest.mark.crash
 def test_sqlite_writer_exits_when_the_gateway_is_killed(tmp_path: Path) -> None:
     """No orphan: the writer reads EOF when its parent dies, whatever killed it."""
     script = f"""

@@ -74,6 +74,7 @@ def sha1(url: str) -> str:
     return hashlib.sha1(url.encode()).hexdigest()
 
 
+@pytest.mark.slow
 def test_counting_works_offline_from_an_empty_default_cache(tmp_path: Path) -> None:
     result = offline(COUNT, XDG_CACHE_HOME=str(tmp_path / "xdg"))
     assert result.returncode == 0, result.stderr[-2000:]
@@ -86,6 +87,7 @@ def test_counting_works_offline_from_an_empty_default_cache(tmp_path: Path) -> N
     assert counted["o200k"] == 6
 
 
+@pytest.mark.slow
 def test_a_configured_tiktoken_cache_dir_is_seeded_and_used(tmp_path: Path) -> None:
     cache = tmp_path / "mine"
     result = offline(COUNT, TIKTOKEN_CACHE_DIR=str(cache))

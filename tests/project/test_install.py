@@ -53,6 +53,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_one_top_level_package(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
@@ -67,6 +68,7 @@ def test_the_wheel_holds_one_top_level_package(wheel: Path) -> None:
     assert "License-Expression: MIT" in zipfile.ZipFile(wheel).read(metadata).decode()
 
 
+@pytest.mark.slow
 def test_installed_tether_imports_and_generic_names_do_not(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
@@ -101,6 +103,7 @@ print(sorted(n for n in {FOLDERS!r} if importlib.util.find_spec(n) is not None))
     assert done.stdout.strip() == "[]"  # no top-level gateway, memory, config, ...
 
 
+@pytest.mark.slow
 def test_the_console_templates_and_static_files_are_in_the_wheel(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("templates/base.html", "templates/chat.html", "static/console.js"):

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 import tether
 
 #: The installed package: its own modules, and one link per repository folder.
@@ -132,12 +134,14 @@ def where(path: Path) -> Path:
     return path.relative_to(REPO) if path.is_relative_to(REPO) else path
 
 
+@pytest.mark.slow
 def test_the_walk_finds_every_folder() -> None:
     graph, _ = import_graph(PACKAGE, "tether")
     assert {name.split(".")[1] for name in graph if name.count(".") >= 1} >= FOLDERS
     assert {"tether.events", "tether.memory.store", "tether.gateway.core.pipeline"} <= set(graph)
 
 
+@pytest.mark.slow
 def test_no_import_cycles() -> None:
     graph, files = import_graph(PACKAGE, "tether")
     found = cycles(graph)
@@ -194,6 +198,7 @@ def downward_violations(graph: Graph, files: dict[str, Path]) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_every_module_has_a_floor() -> None:
     graph, _ = import_graph(PACKAGE, "tether")
     homeless = [
@@ -204,12 +209,14 @@ def test_every_module_has_a_floor() -> None:
     assert not homeless, f"gateway subpackages missing from FLOORS: {homeless}"
 
 
+@pytest.mark.slow
 def test_every_import_points_down() -> None:
     graph, files = import_graph(PACKAGE, "tether")
     upward = downward_violations(graph, files)
     assert not upward, f"{len(upward)} import(s) point up a floor:\n" + "\n".join(upward)
 
 
+@pytest.mark.slow
 def test_floors_have_no_cycles() -> None:
     """At the level of folders and subpackages, too: what points down cannot loop."""
     graph, _ = import_graph(PACKAGE, "tether")
@@ -222,6 +229,7 @@ def test_floors_have_no_cycles() -> None:
     assert cycles(floors) == []
 
 
+@pytest.mark.slow
 def test_no_product_module_is_over_400_lines() -> None:
     _, files = import_graph(PACKAGE, "tether")
     big = {
@@ -246,6 +254,7 @@ def test_no_folder_holds_more_than_15_modules() -> None:
     assert not crowded, f"folders over {MAX_MODULES} modules: {crowded}"
 
 
+@pytest.mark.slow
 def test_importing_the_inbox_loads_no_llm_mcp_web_agent_or_tool_module() -> None:
     """The engine stands on its own: what an adapter or the scheduler hands events to
     loads neither the model client nor the tools, the agent or the console (nor their

@@ -97,6 +97,7 @@ async def run_leaky(tmp_path: Path, fake: FakeTelegram, plugin: str, text: str) 
     )
 
 
+@pytest.mark.slow
 async def test_a_leaky_handler_leaks_nothing(tmp_path: Path, fake: FakeTelegram) -> None:
     token = fake.token
     leaked = await run_leaky(tmp_path, fake, "tests.plugins.leaky:router", "leak")
@@ -120,6 +121,7 @@ async def test_a_leaky_handler_leaks_nothing(tmp_path: Path, fake: FakeTelegram)
     assert token.split(":", 1)[1] not in leaked.logged
 
 
+@pytest.mark.slow
 async def test_the_secret_half_percent_encoded_and_json_escaped_forms_leak_nothing(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:

@@ -89,6 +89,7 @@ def fires(tmp_path: Path, rid: str) -> list[tuple[Any, ...]]:
     )
 
 
+@pytest.mark.slow
 async def test_a_reminder_made_in_chat_fires_once_at_its_time(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -112,6 +113,7 @@ async def test_a_reminder_made_in_chat_fires_once_at_its_time(
     assert {"schedule", "list_schedules", "cancel_schedule"} <= set(fake.requests[0].tools)
 
 
+@pytest.mark.slow
 async def test_cancel_schedule_stops_a_recurring_one(tmp_path: Path, fake: FakeModel) -> None:
     settings = make_settings(tmp_path, llm=llm(fake), agent={"handler": "llm"})
     async with running(settings) as (gateway, loop):
@@ -144,6 +146,7 @@ async def test_another_chat_can_neither_list_nor_cancel_it(tmp_path: Path, fake:
     assert reminder_rows(tmp_path)[0][:2] == (rid.group(1), "active")
 
 
+@pytest.mark.slow
 async def test_tether_jobs_lists_and_cancels_a_chat_made_job(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -187,6 +190,8 @@ def after_the_tool(body: Body) -> bool:
     return bool(tool_results(body))
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_made_then_killed_then_restarted_it_fires_exactly_once(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -255,6 +260,7 @@ def test_a_one_off_is_a_crontab_line_for_its_utc_time() -> None:
     assert one_off_cron(datetime(2026, 12, 1, 9, 5, 7, tzinfo=UTC)) == "7 5 9 1 12 *"
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     at=st.one_of(

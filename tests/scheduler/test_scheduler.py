@@ -246,6 +246,7 @@ def test_start_and_check_refuse_jobs_that_cannot_run(
 # -- fires through the pipeline ----------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_fire_on_the_real_clock_is_delivered_exactly_once(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, jobs=[job("tick", cron="* * * * * *", text="tick")])
     adapter = LoopbackAdapter()
@@ -534,6 +535,8 @@ async def test_two_schedulers_on_one_store_let_each_fire_in_once(
     assert len(logged(err, "event.duplicate")) == 2
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_two_tether_run_processes_on_one_postgresql_fire_each_time_once(
     tmp_path: Path, pg_dsn: str
 ) -> None:
@@ -614,6 +617,7 @@ async def wait_ready(session: aiohttp.ClientSession, port: int) -> None:
 # -- CLI ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_jobs_run_and_list_beside_a_running_gateway(tmp_path: Path) -> None:
     jobs = [job(text="daily report"), job("weekly", cron="0 9 * * 1", timezone="Europe/Berlin")]
     config = write_config(tmp_path, jobs=jobs)

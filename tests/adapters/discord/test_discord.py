@@ -120,6 +120,8 @@ async def test_the_same_message_create_dispatched_twice_is_answered_once(
 # -- Done when: a message posted while down is backfilled after a SIGKILL ---------------
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_a_message_posted_while_killed_is_backfilled_and_answered_once(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
@@ -163,6 +165,7 @@ async def test_a_message_posted_while_killed_is_backfilled_and_answered_once(
 # -- Done when: a send failed with 500 is retried with the identical nonce --------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("commit", [False, True], ids=["refused", "stored-then-500"])
 async def test_a_send_failing_with_500_is_retried_with_the_same_nonce(
     tmp_path: Path, fake: FakeDiscord, commit: bool
@@ -178,6 +181,7 @@ async def test_a_send_failing_with_500_is_retried_with_the_same_nonce(
     assert [sent["content"] for sent in fake.sent] == ["flaky"]  # one message, either way
 
 
+@pytest.mark.slow
 async def test_a_send_that_times_out_is_retried_by_the_outbox_with_the_same_nonce(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
@@ -404,6 +408,7 @@ def test_config_rejects_unknown_intents_and_a_bot_prefixed_token(tmp_path: Path)
         load_text(json.dumps({"platforms": {"discord": {"token": TOKEN, "gateway_url": "x"}}}))
 
 
+@pytest.mark.slow
 def test_check_masks_the_token(tmp_path: Path) -> None:
     config = write_config(tmp_path, platforms={"discord": {"token": TOKEN}})
     result = subprocess.run(

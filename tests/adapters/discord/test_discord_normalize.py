@@ -863,6 +863,7 @@ def _is_outcome(value: object) -> bool:
     return isinstance(value, Event | Dropped)
 
 
+@pytest.mark.slow
 @NEVER_RAISES
 @given(
     payload=json_values,
@@ -941,6 +942,7 @@ def test_everything_a_message_carries_reaches_the_event(
     assert outcome.reply_to is None and outcome.raw == payload
 
 
+@pytest.mark.slow
 @NEVER_RAISES
 @given(
     changes=st.dictionaries(st.sampled_from(sorted(ask_payload())), field_values, max_size=4),

@@ -235,6 +235,8 @@ class HandlerGate:
         writer.close()
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_sigkill_between_accept_and_handling_is_answered_once_after_restart(
     tmp_path: Path, fake: FakeFeishu
 ) -> None:
@@ -301,6 +303,7 @@ async def test_send_failed_with_500_is_retried_with_the_same_uuid(
     assert row.status == "sent" and row.attempts == 2
 
 
+@pytest.mark.slow
 async def test_429_waits_out_the_reset_and_a_4xx_is_dead(tmp_path: Path, fake: FakeFeishu) -> None:
     reset = {"x-ogw-ratelimit-reset": "0.3"}
     fake.fail_next(429, 99991400, "request trigger frequency limit", headers=reset)
@@ -578,6 +581,7 @@ def test_requests_carry_the_uuid_and_choose_create_or_reply(adapter: FeishuAdapt
 # -- long connection ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_long_connection_acks_only_after_the_commit(tmp_path: Path, fake: FakeFeishu) -> None:
     settings = feishu_settings(
         tmp_path, fake, mode="websocket", verification_token=None, encrypt_key=None
@@ -677,6 +681,7 @@ async def test_a_rejected_app_secret_stops_the_start(tmp_path: Path, fake: FakeF
     await gateway.stop()
 
 
+@pytest.mark.slow
 def test_lark_oapi_is_imported_only_when_feishu_is_enabled(
     tmp_path: Path, fake: FakeFeishu
 ) -> None:

@@ -885,12 +885,14 @@ def _normalizes(payload: dict[str, Any], bot: Bot) -> None:
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.dictionaries(st.text(max_size=10), JSON, max_size=6))
 def test_arbitrary_json_objects_never_raise(payload: dict[str, Any]) -> None:
     _normalizes(payload, BOT)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(_shaped(), st.sampled_from([BOT, ALL_GROUPS, Bot(ignore_bots=False)]))
 def test_events_of_the_right_shape_with_wrong_types_never_raise(

@@ -128,6 +128,7 @@ model_text = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @given(text=model_text)
 @hsettings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 def test_any_model_text_converts_to_markdown_v2_telegram_accepts(text: str) -> None:
@@ -171,6 +172,7 @@ def test_odd_model_text_still_converts_to_what_telegram_accepts(text: str, shown
     assert parse_markdown_v2(to_markdown_v2(text))[0] == shown
 
 
+@pytest.mark.slow
 async def test_the_llm_agents_markdown_answer_renders_on_telegram(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:

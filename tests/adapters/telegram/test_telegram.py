@@ -198,6 +198,8 @@ class HandlerGate:
         writer.close()
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_sigkill_after_fetching_a_batch_restart_answers_it_exactly_once(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
@@ -297,6 +299,7 @@ async def test_webhook_with_wrong_or_missing_secret_is_403_and_stores_nothing(
 # -- Done when: a 429 is waited out and the message sent once ---------------------------
 
 
+@pytest.mark.slow
 async def test_429_retry_after_is_waited_out_and_the_message_sent_once(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
@@ -429,6 +432,7 @@ def _check(tmp_path: Path, telegram: dict[str, Any]) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow
 def test_check_refuses_webhook_mode_without_a_secret(tmp_path: Path) -> None:
     token = "123456:AAH-secret-token-value"
     result = _check(
@@ -759,6 +763,7 @@ async def test_blocked_by_user_is_dead_not_retried(tmp_path: Path, fake: FakeTel
     assert row.status == "dead" and len(fake.calls_to("sendMessage")) == 1
 
 
+@pytest.mark.slow
 async def test_conflict_is_logged_once_and_polling_recovers(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:

@@ -178,6 +178,7 @@ def _parsed(parse: Any, payload: bytes) -> str:
         return f"TelegramError: {exc}"
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(payload=ANSWERS)
 def test_answers_read_as_ptbs_json_loads_reads_them(payload: bytes) -> None:

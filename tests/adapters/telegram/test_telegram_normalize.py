@@ -1018,6 +1018,7 @@ def _stored(outcome: Event | Dropped) -> None:
         Event.from_json(outcome.to_json())
 
 
+@pytest.mark.slow
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(JSON, st.integers(min_value=-(2**40), max_value=2**40))
 def test_arbitrary_json_never_raises(value: Any, number: int) -> None:

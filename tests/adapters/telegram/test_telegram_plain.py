@@ -217,6 +217,7 @@ def updates(draw: st.DrawFn) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=updates(), recipient=st.sampled_from(RECIPIENTS))
 def test_the_fast_path_answers_what_ptb_answers_or_declines(

@@ -244,6 +244,8 @@ async def test_a_conversation_gets_at_most_its_cap_and_one_without_new_turns_is_
 # -- kill -9 mid-run --------------------------------------------------------------------
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_a_run_killed_mid_way_adds_every_fact_exactly_once(
     tmp_path: Path, fake: FakeModel
 ) -> None:

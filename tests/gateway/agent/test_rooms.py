@@ -196,6 +196,8 @@ async def test_the_rate_guard_keeps_back_what_is_over_it(
     assert guard["guard"] == "agent_rate"
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_sigkill_mid_exchange_loses_and_duplicates_nothing(
     tmp_path: Path, room: TelegramRoom, model: FakeModel
 ) -> None:
@@ -345,6 +347,8 @@ async def test_two_instances_on_postgresql_answer_once_and_take_over(
     assert room.sent("carol") == ["carol says ok", "carol says ok"]
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_sigkill_mid_exchange_on_discord_loses_and_duplicates_nothing(
     tmp_path: Path, discord_room: DiscordRoom, model: FakeModel
 ) -> None:

@@ -90,6 +90,7 @@ def message_calls(telegram: FakeTelegram, chat: int) -> list[float]:
     ]
 
 
+@pytest.mark.slow
 async def test_a_streamed_telegram_reply_edits_one_message_at_most_once_a_second(
     tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
@@ -159,6 +160,7 @@ async def test_a_quick_answer_is_one_message_without_a_preview(
     assert telegram.texts.edits == []
 
 
+@pytest.mark.slow
 async def test_a_refused_preview_leaves_the_answer_to_one_plain_send(
     tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
@@ -179,6 +181,7 @@ async def test_a_refused_preview_leaves_the_answer_to_one_plain_send(
     assert db_rows(tmp_path, "SELECT count(*) FROM steps WHERE name = ?", PREVIEW_STEP) == [(0,)]
 
 
+@pytest.mark.slow
 async def test_a_rate_limited_edit_waits_it_out_and_streaming_goes_on(
     tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
@@ -201,6 +204,7 @@ async def test_a_rate_limited_edit_waits_it_out_and_streaming_goes_on(
     assert len(telegram.sent) == 1
 
 
+@pytest.mark.slow
 async def test_an_answer_past_the_limit_streams_its_first_part_and_sends_the_rest(
     tmp_path: Path, telegram: FakeTelegram
 ) -> None:
@@ -231,6 +235,7 @@ async def test_an_answer_past_the_limit_streams_its_first_part_and_sends_the_res
 # -- Discord and Feishu -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_streamed_discord_reply_edits_its_preview_into_the_answer(
     tmp_path: Path, model: FakeModel
 ) -> None:
@@ -261,6 +266,7 @@ async def test_a_streamed_discord_reply_edits_its_preview_into_the_answer(
     assert min(b - a for a, b in itertools.pairwise(times)) >= 1.0 - 1e-3
 
 
+@pytest.mark.slow
 async def test_a_streamed_feishu_reply_edits_its_post_within_feishus_edit_cap(
     tmp_path: Path, model: FakeModel
 ) -> None:
@@ -303,6 +309,8 @@ async def test_a_streamed_feishu_reply_edits_its_post_within_feishus_edit_cap(
 # -- Done when: SIGKILL mid-stream, one message with the full text ------------------------
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_sigkill_mid_stream_ends_with_one_message_holding_the_full_text(
     tmp_path: Path, telegram: FakeTelegram, model: FakeModel
 ) -> None:
@@ -363,6 +371,7 @@ class Editable(LoopbackAdapter):
         return Sent(platform_id=platform_id)
 
 
+@pytest.mark.slow
 async def test_a_preview_keeps_within_the_platforms_edit_cap_and_leaves_room_for_the_answer(
     tmp_path: Path, model: FakeModel
 ) -> None:

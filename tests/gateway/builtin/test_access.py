@@ -36,6 +36,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([TETHER, *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 async def test_unknown_dm_sender_gets_one_code_then_answers_once_approved(tmp_path: Path) -> None:
     access = {"allow": [], "admins": []}
     config = write_config(tmp_path, access=access)
@@ -175,6 +176,7 @@ async def test_an_event_without_a_sender_is_served_only_on_trusted_platforms(
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["telegram", "no-colon"])
 def test_bad_access_patterns_are_config_errors(tmp_path: Path, pattern: str) -> None:
     path = tmp_path / "bad.yaml"

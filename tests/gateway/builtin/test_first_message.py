@@ -123,6 +123,7 @@ async def test_the_first_start_prints_an_owner_code_that_makes_its_sender_admin_
         assert "/owner" not in capsys.readouterr().err  # an owner exists: no new code
 
 
+@pytest.mark.slow
 async def test_the_cli_neither_lists_nor_approves_the_owner_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -168,6 +169,7 @@ async def test_an_admin_approval_is_told_to_the_person_who_asked(tmp_path: Path)
     assert told == {("1", "Approved loopback:7 (7)."), ("dm-7", APPROVED_NOTICE)}
 
 
+@pytest.mark.slow
 async def test_an_approval_from_the_cli_is_told_once_by_the_running_gateway(
     tmp_path: Path,
 ) -> None:
@@ -223,6 +225,7 @@ async def test_an_edit_is_ignored_by_default_and_reanswered_when_asked(tmp_path:
         assert [d.message.text for d in adapter.sent] == expected, on_edit
 
 
+@pytest.mark.slow
 async def test_the_llm_agent_leaves_an_edit_alone_unless_told(tmp_path: Path) -> None:
     fake = FakeModel()
     await fake.start()

@@ -16,9 +16,13 @@ from collections import Counter
 from pathlib import Path
 
 import asyncpg
+import pytest
 
 from tests.fakes.cluster import Cluster, Instance
 from tests.fakes.telegram_api import FakeTelegram
+
+#: Every test here kills a real tether process with SIGKILL.
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 CHATS = 50
 PER_CHAT = 40

@@ -18,6 +18,9 @@ import pytest
 from tests.support.config import write_config
 from tests.support.processes import control_socket, spawn, subprocess_env
 
+#: Every test here kills a real tether process with SIGKILL.
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
+
 
 @pytest.mark.parametrize("command", ["chat", "run"])
 async def test_sigkill_while_handler_blocked_finishes_exactly_once(

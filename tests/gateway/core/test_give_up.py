@@ -138,6 +138,7 @@ async def test_a_dead_cron_fire_tells_its_chat_and_only_if_it_has_one(
     assert db_rows(tmp_path, "SELECT count(*) FROM outbox") == [(1 if told else 0,)]
 
 
+@pytest.mark.slow
 async def test_an_event_that_dies_again_after_dead_retry_is_not_noticed_twice(
     tmp_path: Path,
 ) -> None:

@@ -70,6 +70,8 @@ async def kill_the_writer_as_replies_go_out(
     return kills
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 async def test_writer_killed_under_load_then_resend_unknown_restart_sends_nothing_twice(
     tmp_path: Path,
 ) -> None:

@@ -94,6 +94,7 @@ async def test_retries_stop_at_max_attempts_and_dead_letter(tmp_path: Path) -> N
     assert [d.message.text for d in loop.sent] == [settings.pipeline.dead_notice]  # one, at the end
 
 
+@pytest.mark.slow
 async def test_fatal_leaves_a_snapshot_and_dead_retry_runs_it_again(tmp_path: Path) -> None:
     allowed = tmp_path / "allowed"
     runs: list[int] = []
@@ -274,6 +275,7 @@ async def test_group_sessions_split_lanes_and_memory(
     assert len(conversations) == expected
 
 
+@pytest.mark.slow
 def test_settle_heap_collects_then_freezes_what_start_up_left() -> None:
     garbage: list[object] = []
     garbage.append(garbage)  # a cycle only the collector frees
@@ -290,6 +292,7 @@ def test_settle_heap_collects_then_freezes_what_start_up_left() -> None:
         gc.set_threshold(*thresholds)
 
 
+@pytest.mark.slow
 async def test_a_finished_event_is_freed_at_once_not_left_to_the_collector(tmp_path: Path) -> None:
     """No reference cycle per event: at thousands of events a second, cycles made the
     collector's passes a quarter of the pipeline's time."""

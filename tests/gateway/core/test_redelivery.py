@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 import structlog
 
 from tests.fakes.feishu_api import FakeFeishu, message_event
@@ -40,6 +41,7 @@ def test_the_webhook_tests_run_at_the_default_limit() -> None:
     assert MESSAGES <= limit.messages < MESSAGES * COPIES
 
 
+@pytest.mark.slow
 async def test_feishu_pushing_every_message_three_times_throttles_nobody(
     tmp_path: Path,
     feishu: FakeFeishu,
@@ -69,6 +71,7 @@ async def test_feishu_pushing_every_message_three_times_throttles_nobody(
     assert len(events_named(logs, "event.duplicate")) == MESSAGES * (COPIES - 1)
 
 
+@pytest.mark.slow
 async def test_telegram_retrying_every_update_three_times_throttles_nobody(
     tmp_path: Path,
     telegram: FakeTelegram,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from tests.support.config import make_settings
 from tether import Context, Router
 from tether.adapters.base import Sent
@@ -80,6 +82,7 @@ async def test_two_gateways_share_lanes_without_double_handling(
         assert order == list(range(25))
 
 
+@pytest.mark.slow
 async def test_one_instance_long_polls_telegram_and_another_takes_over(
     tmp_path: Path, pg_dsn: str
 ) -> None:

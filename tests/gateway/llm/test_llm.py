@@ -74,6 +74,7 @@ async def test_persona_and_facts_are_in_the_prompt_after_a_restart(
 # -- the history budget ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_prompt_stays_under_the_history_budget_over_500_turns(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -228,6 +229,7 @@ async def test_a_fallback_model_answers_when_the_primary_returns_503(
     assert "backup:" in usage and "main:" not in usage
 
 
+@pytest.mark.slow
 async def test_a_fallback_model_answers_when_the_primary_times_out(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -396,6 +398,8 @@ def test_llm_handler_requires_an_llm_section_and_is_the_default_with_one() -> No
 # -- crash recovery ----------------------------------------------------------------------
 
 
+@pytest.mark.crash
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "chat"])
 async def test_sigkill_after_the_model_answered_does_not_call_it_again(
     tmp_path: Path, fake: FakeModel, command: str

@@ -76,6 +76,7 @@ async def turns_until(adapter: Any, fake: FakeModel, done: Any) -> list[str]:
 # -- the key pool ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_rate_limited_and_a_revoked_key_never_leave_a_message_unanswered(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -108,6 +109,7 @@ async def test_a_rate_limited_and_a_revoked_key_never_leave_a_message_unanswered
     assert events["llm.key_revoked"]["key"] == "…2222"
 
 
+@pytest.mark.slow
 async def test_when_every_key_is_cooling_the_event_waits_for_the_earliest(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -126,6 +128,7 @@ async def test_when_every_key_is_cooling_the_event_waits_for_the_earliest(
         assert conn.execute("SELECT status, attempts FROM inbox").fetchall() == [("done", 2)]
 
 
+@pytest.mark.slow
 async def test_refused_keys_stay_out_until_a_new_llm_is_built(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -170,6 +173,7 @@ async def test_a_fallback_on_another_provider_answers_when_every_key_is_refused(
         assert set(conn.execute("SELECT status, attempts FROM inbox").fetchall()) == {("done", 1)}
 
 
+@pytest.mark.slow
 async def test_a_reload_gives_a_refused_key_another_chance(tmp_path: Path, fake: FakeModel) -> None:
     two = KEYS[1]
     fake.fail(401, key=two, times=None)
@@ -232,6 +236,7 @@ def breaker_open(model: str) -> float | None:
     return REGISTRY.get_sample_value("tether_llm_breaker_open", {"model": model})
 
 
+@pytest.mark.slow
 async def test_a_failing_model_is_skipped_for_its_cooldown_then_probed(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -262,6 +267,7 @@ async def test_a_failing_model_is_skipped_for_its_cooldown_then_probed(
     assert calls[-1] == ("main-model", 200)
 
 
+@pytest.mark.slow
 async def test_a_failed_probe_opens_the_breaker_again(tmp_path: Path, fake: FakeModel) -> None:
     fake.fail(503, times=None, model="main-model")
     # The turn after the failed probe must come before the breaker's next probe is due:
@@ -279,6 +285,7 @@ async def test_a_failed_probe_opens_the_breaker_again(tmp_path: Path, fake: Fake
     assert [r.model for r in fake.requests[before:]] == ["backup-model"]
 
 
+@pytest.mark.slow
 async def test_with_every_breaker_open_the_event_waits_for_the_probe(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -302,6 +309,7 @@ async def test_with_every_breaker_open_the_event_waits_for_the_probe(
 # -- tether status -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_tether_status_shows_each_key_by_its_masked_id_and_state(
     tmp_path: Path, fake: FakeModel
 ) -> None:

@@ -397,6 +397,7 @@ async def test_a_failed_inbox_commit_is_503_on_every_webhook_route(
 # -- bug 11: read timeouts and a connection cap -----------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_request_head_that_never_finishes_is_cut_off_after_read_timeout(
     serve: Serve,
 ) -> None:
@@ -412,6 +413,7 @@ async def test_a_request_head_that_never_finishes_is_cut_off_after_read_timeout(
         assert await served.status(request("GET", "/healthz")) == 200
 
 
+@pytest.mark.slow
 async def test_a_body_that_never_finishes_is_cut_off_even_with_the_secret(
     serve: Serve,
 ) -> None:

@@ -63,6 +63,7 @@ async def test_a_full_buffer_is_written_without_waiting_for_the_turn() -> None:
     assert len(out.getvalue().splitlines()) == logs.LineSink.max_waiting
 
 
+@pytest.mark.slow
 def test_lines_still_waiting_when_the_loop_dies_are_written_at_exit() -> None:
     script = """
 import asyncio, structlog

@@ -99,6 +99,7 @@ async def test_readyz_turns_503_and_names_the_store_when_it_is_gone(tmp_path: Pa
     assert json.loads(body)["reasons"] == ["store unreachable: RuntimeError: store is closed"]
 
 
+@pytest.mark.slow
 async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
     router = Router()
 

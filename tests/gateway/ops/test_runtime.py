@@ -99,6 +99,7 @@ runtime.run(main())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("env", "heaps"), [({}, 1), ({"MALLOC_ARENA_MAX": "3"}, 3)])
 def test_the_gateway_process_uses_one_malloc_heap_unless_the_operator_says(
     env: dict[str, str], heaps: int
@@ -146,6 +147,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_llm", [False, True], ids=["no-llm", "llm"])
 def test_the_encoding_is_loaded_at_start_only_for_an_llm(tmp_path: Path, with_llm: bool) -> None:
     config: dict[str, Any] = {
@@ -170,6 +172,7 @@ def test_the_encoding_is_loaded_at_start_only_for_an_llm(tmp_path: Path, with_ll
     assert result == {"encodings_loaded": int(with_llm), "counts": [] if with_llm else [None, None]}
 
 
+@pytest.mark.slow
 def test_the_telegram_adapter_leaves_cryptography_unloaded_and_importable() -> None:
     script = textwrap.dedent(
         """
@@ -238,6 +241,7 @@ runpy.run_module("tether.gateway.cli", run_name="__main__")
 """
 
 
+@pytest.mark.slow
 async def test_tether_run_without_an_llm_imports_none_of_what_it_does_not_use(
     tmp_path: Path,
 ) -> None:

@@ -71,6 +71,7 @@ class FakeSystemd:
         self.sock.close()
 
 
+@pytest.mark.slow
 async def test_run_says_ready_pings_from_the_loop_and_says_stopping(tmp_path: Path) -> None:
     fake = await FakeTelegram().start()
     try:
@@ -276,6 +277,7 @@ class _Health(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_the_healthcheck_one_liner_runs() -> None:
     """The HEALTHCHECK's command, run here against a server answering /healthz: exit 0
     on 200, 1 on 503 or when nothing answers (a typo would fail every container)."""

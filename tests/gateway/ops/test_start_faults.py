@@ -84,6 +84,7 @@ def taken_port() -> Iterator[int]:
 # -- run: the platform, the port ---------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_run_exits_when_the_bot_api_is_unreachable(tmp_path: Path, closed_port: int) -> None:
     base_url = f"http://127.0.0.1:{closed_port}/bot"
     path = config(tmp_path, platforms={"telegram": {"token": TOKEN, "base_url": base_url}})
@@ -95,6 +96,7 @@ async def test_run_exits_when_the_bot_api_is_unreachable(tmp_path: Path, closed_
     assert "gateway.stopped" in logged  # what had started was stopped
 
 
+@pytest.mark.slow
 async def test_run_exits_when_the_token_is_refused(tmp_path: Path) -> None:
     fake = await FakeTelegram(token="999:not-the-configured-token").start()
     try:
@@ -105,6 +107,7 @@ async def test_run_exits_when_the_token_is_refused(tmp_path: Path) -> None:
     assert line == ("tether: platforms.telegram.token was rejected by the Bot API (getMe failed)")
 
 
+@pytest.mark.slow
 async def test_run_exits_when_the_http_port_is_taken(tmp_path: Path, taken_port: int) -> None:
     path = config(tmp_path, http={"enabled": True, "host": "127.0.0.1", "port": taken_port})
     line = await fails_to_start("run", path)
@@ -114,6 +117,7 @@ async def test_run_exits_when_the_http_port_is_taken(tmp_path: Path, taken_port:
 # -- run and chat: the store -------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "chat"])
 async def test_a_missing_store_directory_is_one_line(tmp_path: Path, command: str) -> None:
     db = tmp_path / "missing" / "tether.db"
@@ -125,6 +129,7 @@ async def test_a_missing_store_directory_is_one_line(tmp_path: Path, command: st
     )
 
 
+@pytest.mark.slow
 async def test_a_store_directory_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "plain").write_text("not a directory\n")
     db = tmp_path / "plain" / "tether.db"
@@ -135,6 +140,7 @@ async def test_a_store_directory_that_is_a_file_is_one_line(tmp_path: Path) -> N
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "chat", "status"])
 async def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path, command: str) -> None:
     (tmp_path / "tether.db").write_bytes(
@@ -147,6 +153,7 @@ async def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path, command
     )
 
 
+@pytest.mark.slow
 async def test_chat_exits_when_start_fails_after_the_store_opened(tmp_path: Path) -> None:
     """The tiktoken encoding loads after the store (and its writer) started."""
     (tmp_path / "plain").write_text("not a directory\n")
@@ -161,6 +168,7 @@ def _pg_url(netloc: str, database: str = "test") -> str:
     return f"postgresql://postgres:{PASSWORD}@{netloc}/{database}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("where", "problem"),
     [
@@ -197,6 +205,7 @@ async def test_an_unknown_postgres_database_is_one_line(tmp_path: Path, pg_serve
 # -- check: the log file, the plugins ----------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["missing-dir", "a-directory"])
 async def test_an_unwritable_log_file_is_one_line(tmp_path: Path, where: str) -> None:
     target = tmp_path / "missing" / "tether.log" if where == "missing-dir" else tmp_path
@@ -205,6 +214,7 @@ async def test_an_unwritable_log_file_is_one_line(tmp_path: Path, where: str) ->
     assert line.startswith(f"tether: logging.file: cannot write to {target}: ")
 
 
+@pytest.mark.slow
 async def test_a_plugin_that_raises_at_import_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "exploding_plugin.py").write_text("raise RuntimeError('boom at import')\n")
     env = subprocess_env()

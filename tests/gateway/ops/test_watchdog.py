@@ -124,6 +124,7 @@ async def _settled(gateway: Gateway) -> Watchdog:
 # -- Done when: a blocked loop --------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_loop_blocked_2s_shows_in_lag_and_readyz_and_alerts_once_then_recovers(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
@@ -165,6 +166,7 @@ async def test_a_loop_blocked_2s_shows_in_lag_and_readyz_and_alerts_once_then_re
 # -- a platform that stays disconnected ----------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_platform_disconnected_past_its_threshold_alerts_once_and_recovers(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
@@ -189,6 +191,7 @@ async def test_a_platform_disconnected_past_its_threshold_alerts_once_and_recove
 # -- a reply that cannot go out --------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_an_old_unsent_reply_alerts_once_and_recovers_when_it_is_sent(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
@@ -236,6 +239,7 @@ async def test_a_check_that_flaps_within_one_window_sends_one_alert_and_one_reco
 # -- a handler past its timeout ---------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_handler_past_its_timeout_is_named_in_a_line_a_metric_and_an_alert(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:
@@ -272,6 +276,7 @@ async def test_a_handler_past_its_timeout_is_named_in_a_line_a_metric_and_an_ale
 # -- durable: a restart neither forgets nor repeats; tether status lists it ----------
 
 
+@pytest.mark.slow
 async def test_an_open_alert_survives_a_restart_unrepeated_and_tether_status_lists_it(
     tmp_path: Path, fake: FakeTelegram
 ) -> None:

@@ -105,6 +105,7 @@ async def listed(source: McpTools) -> dict[str, Tool]:
     return {tool.name: tool for server in source.servers.values() for tool in server.tools()}
 
 
+@pytest.mark.slow
 async def test_tools_are_listed_namespaced_and_called(tools: McpTools, tmp_path: Path) -> None:
     found = await listed(tools)
     assert set(found) == {
@@ -126,6 +127,7 @@ async def test_tools_are_listed_namespaced_and_called(tools: McpTools, tmp_path:
     assert tools.names() == list(found)
 
 
+@pytest.mark.slow
 async def test_a_server_that_changes_its_tools_has_them_listed_again(tools: McpTools) -> None:
     """``notifications/tools/list_changed``: the next turn offers the new list."""
     found = await listed(tools)
@@ -140,6 +142,7 @@ async def test_a_server_that_changes_its_tools_has_them_listed_again(tools: McpT
     assert changed["server"] == "demo" and changed["tools"] == len(found) + 1
 
 
+@pytest.mark.slow
 async def test_tool_errors_and_bad_arguments_reach_the_model_as_tool_errors(
     tools: McpTools,
 ) -> None:
@@ -150,6 +153,7 @@ async def test_tool_errors_and_bad_arguments_reach_the_model_as_tool_errors(
         await found["demo__add"].run(CTX, {"a": "x"})
 
 
+@pytest.mark.slow
 async def test_a_call_past_the_timeout_is_a_tool_error(server_file: Path, tmp_path: Path) -> None:
     source = McpTools(config(server_file, tmp_path, timeout=1))
     await source.start()
@@ -162,6 +166,7 @@ async def test_a_call_past_the_timeout_is_a_tool_error(server_file: Path, tmp_pa
         await source.stop()
 
 
+@pytest.mark.slow
 async def test_a_dead_server_answers_unavailable_then_is_restarted(tools: McpTools) -> None:
     server = tools.servers["demo"]
     found = await listed(tools)
@@ -181,6 +186,7 @@ async def test_a_dead_server_answers_unavailable_then_is_restarted(tools: McpToo
     assert died["server"] == "demo"
 
 
+@pytest.mark.slow
 async def test_the_servers_stderr_becomes_log_lines(server_file: Path, tmp_path: Path) -> None:
     source = McpTools(config(server_file, tmp_path))
     with structlog.testing.capture_logs() as logs:
@@ -190,6 +196,7 @@ async def test_the_servers_stderr_becomes_log_lines(server_file: Path, tmp_path:
     assert ("demo", "demo server up") in lines
 
 
+@pytest.mark.slow
 async def test_allow_and_deny_filter_the_servers_tools(server_file: Path, tmp_path: Path) -> None:
     source = McpTools(config(server_file, tmp_path, allow=["a*", "b*", "die"], deny=["die"]))
     await source.start()
@@ -295,6 +302,7 @@ def test_header_and_env_values_are_secrets() -> None:
 # -- through the agent ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_model_calls_an_mcp_tool_through_tether(
     tmp_path: Path, server_file: Path
 ) -> None:
@@ -359,6 +367,7 @@ HTTP_SERVER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 async def test_a_streamable_http_server_gets_its_headers(tmp_path: Path) -> None:
     import asyncio
     import socket

@@ -196,6 +196,7 @@ async def own_timeout() -> str:
     raise TimeoutError("the service's client gave up")
 
 
+@pytest.mark.slow
 async def test_a_hung_tool_is_cancelled_at_its_timeout_and_the_model_hears_why(
     tmp_path: Path, fake: FakeModel
 ) -> None:
@@ -468,6 +469,7 @@ async def test_whatever_arguments_the_model_sends_the_turn_goes_on(arguments: An
         assert result.startswith("error: ")
 
 
+@pytest.mark.slow
 async def test_a_dead_events_snapshot_and_tether_dead_show_have_the_tool_transcript(
     tmp_path: Path, fake: FakeModel
 ) -> None:

@@ -24,6 +24,9 @@ from tests.support.processes import control_socket, spawn, subprocess_env
 from tether.gateway.tools.execute import UNKNOWN
 from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
+#: Every test here kills a real tether process with SIGKILL.
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
+
 FINAL = "Bumped it."
 
 

@@ -234,6 +234,7 @@ _forms = st.dictionaries(
 )
 
 
+@pytest.mark.slow
 async def test_no_form_body_makes_a_server_error(tmp_path: Path) -> None:
     """Hypothesis drives one running gateway from a thread (its examples are sync); each
     body goes to the login and to every action, logged in with a valid CSRF token."""
@@ -324,6 +325,7 @@ async def test_an_open_live_stream_ends_when_the_gateway_stops(tmp_path: Path) -
         assert b"gateway.stopping" in rest  # it saw the stop begin, as a transition
 
 
+@pytest.mark.slow
 async def test_no_query_makes_a_server_error(tmp_path: Path) -> None:
     """The read-only pages take their input from the query string: any of it is a page."""
     loop = asyncio.get_running_loop()
