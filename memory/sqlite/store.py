@@ -59,7 +59,9 @@ class SqliteStore(SqlStore):
 
     @property
     def lock_file(self) -> str | None:
-        return None if self.path == ":memory:" else self.path + ".lock"
+        """The database file itself: a gateway locks the file, which every name of it
+        shares (gateway/ops/lockfile.py), not a ``.lock`` named after one path."""
+        return None if self.path == ":memory:" else self.path
 
     def open_problem(self, exc: BaseException) -> str:
         reason = _unusable_directory(self.path) or f"{type(exc).__name__}: {exc}"
