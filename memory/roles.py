@@ -167,6 +167,19 @@ class StepStore(Protocol):
     async def save_step(self, key: str, name: str, result: str) -> None: ...
 
     @abc.abstractmethod
+    async def commit_step(self, key: str, name: str, result: str, changes: MemoryChanges) -> None:
+        """ONE transaction: step ``name``'s result and memory ``changes`` that must not
+        wait for the event's checkpoint.
+
+        For a handler that works through many independent parts and must keep each part
+        it finished even if the event dies later (a reflection run applies each
+        conversation as it is read, so a run that outlasts its attempts keeps them). The
+        caller reads the step first and commits a part once; ``changes`` is keyed by
+        ``{key}/{name}`` (facts by position, usage by call name), so its rows never meet
+        the checkpoint's own.
+        """
+
+    @abc.abstractmethod
     async def steps(self, key: str) -> dict[str, str]: ...
 
 

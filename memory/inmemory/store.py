@@ -16,6 +16,7 @@ from tether.events import Event, OutMessage
 from tether.memory.blobs import MemoryBlobs
 from tether.memory.inmemory.console import ConsoleTables
 from tether.memory.inmemory.ops import OpsTables
+from tether.memory.inmemory.steps import StepTables
 from tether.memory.records import (
     UNFINISHED_INBOX,
     UNSENT_OUTBOX,
@@ -35,7 +36,7 @@ from tether.memory.reminders import MemoryReminders
 from tether.memory.store import Store
 
 
-class MemoryStore(MemoryReminders, MemoryBlobs, OpsTables, ConsoleTables, Store):
+class MemoryStore(MemoryReminders, MemoryBlobs, StepTables, OpsTables, ConsoleTables, Store):
     """Dicts and lists behind the store contract. Each method finishes its changes before
     it awaits anything, so calls on one event loop need no locks."""
 
@@ -188,20 +189,6 @@ class MemoryStore(MemoryReminders, MemoryBlobs, OpsTables, ConsoleTables, Store)
         self._check()
         row = self._inbox.get(key)
         return replace(row) if row else None
-
-    # -- steps ----------------------------------------------------------------------
-
-    async def step(self, key: str, name: str) -> str | None:
-        self._check()
-        return self._steps.get((key, name))
-
-    async def save_step(self, key: str, name: str, result: str) -> None:
-        self._check()
-        self._steps[(key, name)] = result
-
-    async def steps(self, key: str) -> dict[str, str]:
-        self._check()
-        return {name: result for (k, name), result in self._steps.items() if k == key}
 
     # -- outbox ---------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from tether.memory.records import (
     DeadLetter,
     Fact,
     InboxRow,
+    MemoryChanges,
     OutboxRow,
     Pairing,
     Turn,
@@ -133,6 +134,11 @@ class SqlStore(SqlReminders, SqlBlobs, ConsoleSql, Store):
 
     async def save_step(self, key: str, name: str, result: str) -> None:
         await self._write(STEP, (sql.STEP_SAVED, (key, name, result, time.time())))
+
+    async def commit_step(self, key: str, name: str, result: str, changes: MemoryChanges) -> None:
+        now = time.time()
+        memory = sql.turns_and_memory(f"{key}/{name}", (), changes, now)
+        await self._write(STEP, (sql.STEP_SAVED, (key, name, result, now)), *memory)
 
     async def steps(self, key: str) -> dict[str, str]:
         rows = await self._rows(sql.STEP_RESULTS, (key,))

@@ -1,8 +1,10 @@
-"""Reflection (issue 20): a ``reflect:`` job distils conversations into facts.
+"""Reflection (issues 20 and 38): a ``reflect:`` job distils conversations into facts.
 
-Every run is one cron event: its LLM calls are memoized steps and everything it learns
-is committed with its one checkpoint, so a SIGKILL mid-run neither loses nor doubles a
-fact; the run keeps to its token budget and reads only conversations with new turns.
+Every run is one cron event whose LLM calls are memoized steps; each conversation it
+reads is committed as it finishes (its facts, cursor and spend with a step of its own),
+so a run killed by SIGKILL, or one that times out until it has no attempts left, keeps
+what it finished and never pays for it again; the run keeps to its token budget and
+reads only conversations with new turns.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tether.events import Conversation, Event
 from tether.gateway.agent.reflection import CURSOR_PREFIX, parse
 from tether.gateway.app import Gateway
 from tether.gateway.cli import main
-from tether.memory.records import MemoryChanges, Turn
+from tether.memory.records import MemoryChanges, Turn, UsageRecord
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store
 from tether.scheduler.jobs import load_jobs, now_utc
@@ -79,10 +81,12 @@ async def seed(into: Store, conversation: str, *lines: str) -> None:
         await into.checkpoint(key, [], [Turn(conversation, "user", line)])
 
 
-async def fire(gateway: Gateway, run: str) -> None:
+async def fire(gateway: Gateway, run: str) -> str:
+    """A manual fire of the one job; its event key."""
     [job] = load_jobs(gateway.settings)
     event = job.event(now_utc(), manual=run)
     assert await gateway.inbox.accept([event]) == [True]
+    return event.key
 
 
 # -- the store's part -------------------------------------------------------------------
@@ -121,6 +125,29 @@ async def test_store_finds_unread_conversations_and_commits_elsewhere_with_curso
     assert set(await store.ahead_of(CURSOR_PREFIX)) == {"t:b"}  # its cursor was not set
     await seed(store, "t:a", "a3")
     assert (await store.ahead_of(CURSOR_PREFIX))["t:a"][0] == newest_a
+
+
+async def test_a_step_commits_its_memory_changes_with_it_apart_from_the_checkpoint(
+    store: Store,
+) -> None:
+    """``commit_step``: the step, the facts of another conversation, a cursor and the
+    call's spend, in one transaction keyed by the step, which the event's own checkpoint
+    (facts and spend of the same positions and names) does not collide with."""
+    await seed(store, "t:a", "a1")
+    job = Conversation(platform="cron", chat_id="r")
+    await store.accept([(Event(key="run", platform="cron", conversation=job, text=""), "cron:r")])
+    spent = UsageRecord("llm:x", "m", "2026-12-01", 10, 5)
+    changes = MemoryChanges("cron:r", cursors={CURSOR_PREFIX + "t:a": "7"}, usage=[spent])
+    changes.elsewhere = [MemoryChanges("t:a", facts=[("fact a", 3)])]
+    await store.commit_step("run", "reflect:done:t:a", '{"added": 1}', changes)
+    assert await store.step("run", "reflect:done:t:a") == '{"added": 1}'
+    assert [f.text for f in await store.facts("t:a")] == ["fact a"]
+    assert await store.cursor(CURSOR_PREFIX + "t:a") == "7"
+    own = MemoryChanges("cron:r", facts=[("own", 1)], usage=[spent])
+    await store.checkpoint("run", [], [], own)
+    assert [f.text for f in await store.facts("cron:r")] == ["own"]
+    [usage] = await store.usage("cron:r")
+    assert (usage.calls, usage.tokens) == (2, 30)  # the step's call and the checkpoint's
 
 
 def test_a_proposal_is_checked_and_a_fenced_one_accepted() -> None:
@@ -241,6 +268,83 @@ async def test_a_conversation_gets_at_most_its_cap_and_one_without_new_turns_is_
     assert all(run["tokens"] <= budget and run["stopped"] is None for run in runs)
 
 
+@pytest.mark.slow
+async def test_a_run_that_outlasts_its_attempts_keeps_what_it_finished_and_pays_once(
+    tmp_path: Path, fake: FakeModel
+) -> None:
+    """Conversation 3's call hangs past the handler's timeout on both attempts, so the
+    run dies; conversations 1 and 2 are applied all the same, the second attempt did
+    not ask for them again, and the next run asks only for conversation 3."""
+    settings = make_settings(
+        tmp_path,
+        llm=llm(fake),
+        agent={"handler": "echo"},
+        jobs=[reflect_job(budget_tokens=100_000)],
+        pipeline={"handler_timeout": 0.5, "max_attempts": 2, "backoff_base": 0.01},
+    )
+    lines = {"1": "I drink green tea", "2": "my cat is Miso", "3": "my sister is Ana"}
+    fake.hold(lambda body: said(body) == [lines["3"]])
+    adapter = LoopbackAdapter()
+    async with running(settings, adapter=adapter) as (gateway, _):
+        for chat, line in lines.items():
+            await adapter.say(line, chat=chat, key=f"say:{chat}")
+        await adapter.wait_for_sent(3)
+        await gateway.drain()
+        first = await fire(gateway, "first")
+        await gateway.drain()
+        row = await gateway.store.inbox_row(first)
+        assert row is not None and (row.status, row.attempts) == ("dead", 2)
+        kept = {
+            chat: [f.text for f in await gateway.store.facts(f"loopback:{chat}")] for chat in lines
+        }
+        assert kept == {"1": [f"said: {lines['1']}"], "2": [f"said: {lines['2']}"], "3": []}
+        asked = [said(request.body) for request in fake.requests]
+        assert asked == [[lines["1"]], [lines["2"]], [lines["3"]], [lines["3"]]]
+
+        fake.heal()
+        await fire(gateway, "second")
+        await gateway.drain()
+        asked = [said(request.body) for request in fake.requests]
+        assert asked[4:] == [[lines["3"]]]  # 1 and 2 were not paid for again
+        for chat, line in lines.items():
+            assert [f.text for f in await gateway.store.facts(f"loopback:{chat}")] == [
+                f"said: {line}"
+            ]
+    calls = db_rows(
+        tmp_path, "SELECT count(*) FROM usage_calls WHERE conversation = 'cron:reflect'"
+    )
+    assert calls == [(3,)]  # the spend of each finished call, recorded once
+
+
+@pytest.mark.slow
+async def test_a_conversation_the_api_refuses_is_reported_and_the_others_are_read(
+    tmp_path: Path, fake: FakeModel
+) -> None:
+    """A 400 for one conversation (too long for the model, say) is that conversation's
+    failure, not the run's: the others are learned, the report says so, and its turns
+    wait unread for the next run."""
+    settings = make_settings(
+        tmp_path,
+        llm=llm(fake),
+        agent={"handler": "echo"},
+        jobs=[reflect_job(["loopback:ops"], budget_tokens=100_000)],
+    )
+    fake.fail(400, times=None, when=lambda body: said(body) == ["my cat is Miso"])
+    adapter = LoopbackAdapter()
+    async with running(settings, adapter=adapter) as (gateway, _):
+        for chat, line in (("1", "I drink green tea"), ("2", "my cat is Miso"), ("3", "I am Eva")):
+            await adapter.say(line, chat=chat, key=f"say:{chat}")
+        await adapter.wait_for_sent(3)
+        await gateway.drain()
+        await fire(gateway, "first")
+        [*_, report] = await adapter.wait_for_sent(4)
+        await gateway.drain()
+        assert "2 conversation(s) read; facts 2 added" in report.message.text
+        assert "1 conversation(s) could not be read" in report.message.text
+        assert set(await gateway.store.ahead_of(CURSOR_PREFIX)) == {"loopback:2"}
+        assert [f.text for f in await gateway.store.facts("loopback:3")] == ["said: I am Eva"]
+
+
 # -- kill -9 mid-run --------------------------------------------------------------------
 
 
@@ -270,6 +374,10 @@ async def test_a_run_killed_mid_way_adds_every_fact_exactly_once(
         await fake.wait_for_requests(2, timeout=30)  # conversation 2's answer is held
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
+        # Conversation 1 was finished before the kill: applied, though the run was not.
+        assert db_rows(tmp_path, "SELECT conversation, text FROM facts") == [
+            ("test:1", "said: I live in Porto")
+        ]
         fake.heal()
         proc = await spawn_run(config, log)
         await done(tmp_path, "cron:reflect:manual:")
@@ -281,7 +389,7 @@ async def test_a_run_killed_mid_way_adds_every_fact_exactly_once(
     assert asked == [
         ["I live in Porto"],
         ["I run on Sundays"],  # held, then killed
-        ["I run on Sundays"],  # conversation 1's answer came from its step
+        ["I run on Sundays"],  # conversation 1 was done: not asked again
         ["my sister is Ana"],
     ]
     assert not any("response_format" in r.body for r in fake.requests)  # structured: false
@@ -293,10 +401,11 @@ async def test_a_run_killed_mid_way_adds_every_fact_exactly_once(
     ]
     logged = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     reflected = [entry for entry in logged if entry.get("event") == "memory.reflected"]
-    # conversation 1 is logged by both attempts; its fact was committed by the second only
+    # each conversation read once: the second attempt found conversation 1 done
     conversations = [entry["conversation"] for entry in reflected]
-    assert conversations == ["test:1", "test:1", "test:2", "test:3"]
+    assert conversations == ["test:1", "test:2", "test:3"]
     assert all(entry["added"] == 1 for entry in reflected)
+    assert db_rows(tmp_path, "SELECT count(*) FROM usage_calls") == [(3,)]
     [run] = [entry for entry in logged if entry.get("event") == "reflection.run"]
     assert (run["conversations"], run["reflected"], run["added"], run["stopped"]) == (3, 3, 3, None)
 
