@@ -29,6 +29,12 @@ key of ``{event}#preview`` (nonce, uuid), so sending it again returns the same m
 On Telegram it is the same window as any send's (docs/agent.md, "Streaming"), and so
 is a preview send that failed ambiguously (a timeout): it is not tried again, the
 answer goes as a message of its own, and if that preview did arrive it stays too.
+
+A preview the platform refuses to edit for good (the person deleted it) ends the
+previews (``stream.failed``); the final row still names it, and the outbox, finding its
+edit refused, sends the answer as a new message under the row's own key
+(``outbox.edit_refused``, ``gateway/core/edits.py``). So a failed preview costs only the
+preview, also when it is deleted after the last preview edit or before a restart.
 """
 
 from __future__ import annotations

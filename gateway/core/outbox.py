@@ -26,7 +26,7 @@ from tether.backoff import equal_jitter, full_jitter
 from tether.config.schema import OutboxConfig
 from tether.errors import SendAmbiguous, SendFatal, SendRetryable
 from tether.gateway.core import media
-from tether.gateway.core.edits import deliver, edit_of
+from tether.gateway.core.edits import EDIT_REFUSED, deliver, edit_of, edit_refused, repeatable
 from tether.gateway.core.lanes import Lanes, SharedStore
 from tether.limits import Buckets
 from tether.memory.records import OutboxRow, OutboxStatus
@@ -87,7 +87,7 @@ class Outbox:
         if adapter is None:
             log.warning("outbox.no_adapter", key=row.key, platform=row.platform)
             return False
-        resendable = adapter.idempotent_send or adapter.resend_unknown or edit_of(row.message)
+        resendable = adapter.idempotent_send or adapter.resend_unknown or repeatable(row)
         if row.status == "sending" and not resendable:
             await self._delivered(row)
             await self._mark_unknown(row, "interrupted while sending (process stopped)")
@@ -124,14 +124,16 @@ class Outbox:
         adapter = self.adapters[row.platform]
         await self.buckets.acquire(adapter.limits(row.message.target))
         row.attempts += 1
-        await self.store.mark_outbox(row.key, "sending", attempts=row.attempts)
+        # A row sent as a message since its edit was refused says so on this mark too.
+        note = row.error if edit_refused(row) else None
+        await self.store.mark_outbox(row.key, "sending", attempts=row.attempts, error=note)
         started = time.monotonic()
         olog = log.bind(key=row.key, target=row.message.target.key, attempt=row.attempts)
         try:
             if row.message.files:  # loaded from the store's blobs: gateway/core/media.py
                 sent = await media.deliver(adapter, self.store, row.message)
             else:
-                sent = await deliver(adapter, row.message)  # an edit, or a new message
+                sent = await deliver(adapter, row, lambda exc: self._edit_refused(row, exc, olog))
         except SendRetryable as exc:
             if exc.retry_after is not None:
                 for limit in adapter.limits(row.message.target):
@@ -141,7 +143,7 @@ class Outbox:
             await self._dead(row, exc, olog)
             return True
         except Exception as exc:  # SendAmbiguous, and anything the adapter did not classify
-            if adapter.idempotent_send or adapter.resend_unknown or edit_of(row.message):
+            if adapter.idempotent_send or adapter.resend_unknown or repeatable(row):
                 return await self._retry(row, exc, None, olog)
             error = _describe(exc)
             await self._delivered(row)
@@ -158,6 +160,17 @@ class Outbox:
             duration_ms=round((time.monotonic() - started) * 1000, 2),
         )
         return True
+
+    async def _edit_refused(
+        self, row: OutboxRow, exc: SendFatal, olog: structlog.typing.FilteringBoundLogger
+    ) -> None:
+        """The message ``row`` edits is gone (or can no longer be edited): from now on the
+        row is a new message, and says so durably before that send (gateway/core/edits.py)."""
+        note = f"{EDIT_REFUSED}: {_describe(exc)}"
+        await self.store.mark_outbox(row.key, "sending", attempts=row.attempts, error=note)
+        row.error = note
+        metrics.OUTBOX.labels(row.platform, "edit_refused").inc()
+        olog.warning("outbox.edit_refused", edit_of=edit_of(row.message), error=_describe(exc))
 
     async def _retry(
         self,

@@ -35,6 +35,7 @@ from tests.support.config import db_rows, make_settings, write_config
 from tests.support.gateway import running
 from tests.support.processes import spawn_run, subprocess_env
 from tether.adapters.base import Sent
+from tether.adapters.discord.send import send_nonce
 from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram.markdown import readable, shown_length
 from tether.events import OutMessage
@@ -230,6 +231,67 @@ async def test_an_answer_past_the_limit_streams_its_first_part_and_sends_the_res
     assert telegram.texts.shown[42, first_id] == parts[0]
     assert "reply_parameters" in first and "reply_parameters" not in second
     assert db_rows(tmp_path, "SELECT status FROM outbox") == [("sent",), ("sent",)]
+
+
+# -- a preview deleted mid-stream: the answer still arrives, once ----------------------------
+
+
+@pytest.mark.slow
+async def test_a_preview_deleted_mid_stream_leaves_the_answer_as_one_new_telegram_message(
+    tmp_path: Path, telegram: FakeTelegram, model: FakeModel
+) -> None:
+    model.pacing = Pacing(pieces=16, gap=0.3)
+    settings = make_settings(tmp_path, **telegram_sections(telegram, model))
+    gateway = await run_gateway(settings)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            telegram.push(message=telegram.message(42, "how does streaming work?"))
+            await telegram.wait_for(lambda: len(telegram.texts.edits) >= 1, timeout=30)
+            [preview] = [key for key in telegram.texts.shown if key[0] == 42]
+            del telegram.texts.shown[preview]  # the person deletes it
+            await telegram.wait_for(lambda: telegram.texts.in_chat(42) == [SHOWN], timeout=30)
+            await gateway.drain()
+    finally:
+        await gateway.stop()
+    # The preview, then the answer as a message of its own; nothing else was posted.
+    assert telegram.texts.in_chat(42) == [SHOWN]
+    assert len([c for c in telegram.calls_to("sendMessage") if c.status == 200]) == 2
+    [(answer_id,)] = [key[1:] for key in telegram.texts.shown]
+    assert answer_id != preview[1]
+    [refused] = [e for e in logs if e["event"] == "outbox.edit_refused"]
+    assert refused["edit_of"] == str(preview[1])
+    [(status, platform_id)] = db_rows(tmp_path, "SELECT status, platform_id FROM outbox")
+    assert (status, platform_id) == ("sent", str(answer_id))
+
+
+@pytest.mark.slow
+async def test_a_preview_deleted_mid_stream_leaves_the_answer_as_one_new_discord_message(
+    tmp_path: Path, model: FakeModel
+) -> None:
+    model.pacing = Pacing(pieces=12, gap=0.35)
+    discord = await FakeDiscord().start()
+    platform = {"token": discord.token, "api_base": discord.api_base,
+                "gateway_url": discord.gateway_url}  # fmt: skip
+    settings = make_settings(
+        tmp_path, platforms={"discord": platform}, llm=llm_section(model), agent={"handler": "llm"}
+    )
+    gateway = await run_gateway(settings)
+    try:
+        await discord.wait_for(lambda: discord.connected >= 1)
+        await discord.say(DM_CHANNEL_ID, "how does streaming work?")
+        await discord.wait_for(lambda: len(discord.message_edits) >= 1, timeout=30)
+        [preview] = discord.sent
+        discord.sent.remove(preview)  # deleted: Discord answers its edits 404 Unknown Message
+        discord.history[DM_CHANNEL_ID].remove(preview)
+        await discord.wait_for(lambda: [m["content"] for m in discord.sent] == [ANSWER], timeout=30)
+        await gateway.drain()
+    finally:
+        await gateway.stop()
+        await discord.stop()
+    [answer] = discord.sent
+    assert answer["id"] != preview["id"] and len(discord.posts) == 2
+    [(key, status)] = db_rows(tmp_path, "SELECT key, status FROM outbox")
+    assert status == "sent" and answer["nonce"] == send_nonce(key)  # a resend is the same
 
 
 # -- Discord and Feishu -------------------------------------------------------------------
