@@ -25,6 +25,12 @@ from tether.config.section import Section
 
 #: A server's name: part of every tool name the model sees.
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,30}")
+#: A tool's result larger than this is refused by default (``max_result_bytes``): one
+#: MiB is some 250,000 tokens, past any context a result is any use in, and what the
+#: SDK's own streamable-HTTP client allows for one event.
+DEFAULT_MAX_RESULT_BYTES = 1 << 20
+#: Lines of stderr logged at once before ``stderr_lines_per_s`` applies.
+STDERR_BURST = 50
 
 
 class McpServerConfig(Section):
@@ -48,6 +54,13 @@ class McpServerConfig(Section):
     deny: list[str] = []
     #: Seconds between liveness pings of a running server (a dead one is restarted).
     ping_interval: float = Field(default=15.0, gt=0)
+    #: The largest message read from the server (a tool's result), in bytes. A larger one
+    #: is skipped unread, not parsed, and the call answers that it was too large.
+    max_result_bytes: int = Field(default=DEFAULT_MAX_RESULT_BYTES, ge=1024)
+    #: Lines per second of the server's stderr (and of stray non-JSON stdout) that become
+    #: log lines, after a burst of :data:`STDERR_BURST`; the rest are counted, not logged.
+    #: ``0``: none are logged.
+    stderr_lines_per_s: float = Field(default=10.0, ge=0)
 
     @field_validator("command")
     @classmethod

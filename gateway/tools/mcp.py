@@ -19,10 +19,15 @@ work when Tether died mid-call, so they are never re-run blindly.
 A server that changes its tools says so (``notifications/tools/list_changed``): they are
 listed again, and the next turn offers the new list (``mcp.tools_changed``).
 
-Logs: ``mcp.started`` (server, transport, tools), ``mcp.died`` (server, error,
-retry_in_s), ``mcp.restarted`` (server, attempt), ``mcp.tools_changed`` (server, tools);
-the gauge ``tether_mcp_up{server}``.
-Header and environment values are secrets: they are never logged.
+What a server may cost is bounded (:mod:`.mcp_bounds`): its stderr and stray stdout are
+logged within a rate and otherwise counted, and an answer over ``max_result_bytes`` is
+refused unread on both transports (the stdio one is :mod:`.mcp_stdio`'s).
+
+Logs: ``mcp.started`` (server, transport, tools), ``mcp.died`` (server, error, and for a
+stdio server how its process ended and the last lines of its stderr; retry_in_s),
+``mcp.restarted`` (server, attempt), ``mcp.tools_changed`` (server, tools),
+``mcp.stderr``, ``mcp.stderr_dropped``, ``mcp.bad_stdout``, ``mcp.refused``; the gauge
+``tether_mcp_up{server}``. Header and environment values are secrets: never logged.
 """
 
 from __future__ import annotations
@@ -31,17 +36,17 @@ import asyncio
 import contextlib
 import fnmatch
 import json
-import os
 import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx2
 import mcp.types as mcp_types
 import structlog
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.exceptions import MCPError
 from prometheus_client import Gauge
 
@@ -50,6 +55,8 @@ from tether.config.mcp import McpConfig, McpServerConfig
 from tether.errors import ToolError
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.tool import Tool, timed_out
+from tether.gateway.tools.mcp_bounds import CappedTransport, Diagnostics, Wire, refused_in
+from tether.gateway.tools.mcp_stdio import stdio_transport
 
 log = structlog.get_logger("tether.mcp")
 
@@ -107,6 +114,10 @@ class McpServer:
         #: Set when the server said its tools changed: the watch lists them again.
         self._relist = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: What its traffic cost, over all connections (:mod:`.mcp_bounds`).
+        self.wire = Wire()
+        #: The stdio connection's stderr and exit, for ``mcp.died``.
+        self._diagnostics: Diagnostics | None = None
 
     @property
     def transport(self) -> str:
@@ -186,7 +197,9 @@ class McpServer:
                 break
             failures += 1
             delay = equal_jitter(failures, _RESTART_BASE, _RESTART_MAX)
-            log.warning("mcp.died", server=self.name, error=error[:300], retry_in_s=delay)
+            log.warning(
+                "mcp.died", server=self.name, error=error[:300], **self._why(), retry_in_s=delay
+            )
             self.attempts += 1
             await self._notify()
             with contextlib.suppress(TimeoutError):
@@ -238,49 +251,40 @@ class McpServer:
                 env={key: value.get_secret_value() for key, value in config.env.items()} or None,
                 cwd=config.cwd,
             )
-            # The server's stderr comes back through a pipe, line by line, as log lines:
-            # scrubbed of secrets like every line, and JSON when the logs are.
-            read_fd, write_fd = os.pipe()
-            relay = asyncio.create_task(self._relay(read_fd), name=f"mcp:{self.name}:stderr")
-            try:
-                with os.fdopen(write_fd, "w") as errlog:
-                    async with stdio_client(params, errlog=errlog) as (read, write):
-                        errlog.close()  # the server has its own copy: EOF when it exits
-                        async with ClientSession(
-                            read, write, message_handler=self._on_message
-                        ) as session:
-                            yield session
-            finally:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(relay), 5)
-                relay.cancel()
+            # Its stderr becomes log lines within a rate (scrubbed of secrets like every
+            # line, JSON when the logs are); how it ended is kept for ``mcp.died``.
+            diagnostics = Diagnostics(self.name, config.stderr_lines_per_s, self.wire)
+            self._diagnostics = diagnostics
+            async with (
+                stdio_transport(params, config.max_result_bytes, diagnostics) as (read, write),
+                ClientSession(read, write, message_handler=self._on_message) as session,
+            ):
+                yield session
             return
         assert config.url is not None
         headers = {key: value.get_secret_value() for key, value in config.headers.items()}
+        cap = config.max_result_bytes
+        # The SDK's client (its timeouts), with JSON answers capped; event streams have
+        # the SDK's own cap per event.
+        http = httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+            transport=CappedTransport(cap, self.name, self.wire),
+        )
         async with (
-            create_mcp_http_client(headers=headers) as http,
-            streamable_http_client(config.url, http_client=http) as (read, write),
-            ClientSession(read, write, message_handler=self._on_message) as session,
+            http,
+            streamable_http_client(config.url, http_client=http, max_sse_event_size=cap) as streams,
+            ClientSession(*streams, message_handler=self._on_message) as session,
         ):
             yield session
 
-    async def _relay(self, fd: int) -> None:
-        """Each line the server writes to stderr, as ``mcp.stderr`` (server, line)."""
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=2**20)
-        pipe = os.fdopen(fd, "rb")
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe
-        )
-        try:
-            while line := await reader.readline():
-                text = line.decode(errors="replace").rstrip()
-                if text:
-                    log.info("mcp.stderr", server=self.name, line=text[:2000])
-        except ValueError:  # a line past the limit: the rest is not worth a log line
-            pass
-        finally:
-            transport.close()
+    def _why(self) -> dict[str, Any]:
+        """How a stdio server's process ended and what it last wrote to stderr."""
+        diagnostics, self._diagnostics = self._diagnostics, None
+        if diagnostics is None:
+            return {}
+        found = {"exit": diagnostics.exit, "stderr": diagnostics.last_lines()}
+        return {key: value for key, value in found.items() if value}
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         """Call the server's tool ``name``; the model reads the result or the ToolError."""
@@ -296,6 +300,9 @@ class McpServer:
         except TimeoutError:
             raise timed_out(self.config.timeout, f"MCP server {self.name!r}") from None
         except MCPError as exc:
+            refused = refused_in(exc.error.message, self.name, self.wire)
+            if refused is not None:  # too large to read: the server itself is fine
+                raise ToolError(f"MCP server {self.name!r}: {refused}") from None
             if exc.error.code == mcp_types.CONNECTION_CLOSED:
                 self._broken.set()
                 raise ToolError(

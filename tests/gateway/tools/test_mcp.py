@@ -25,7 +25,7 @@ from tether.gateway.tools.mcp import McpTools, tool_name
 
 SERVER = textwrap.dedent(
     '''
-    import asyncio, os, sys
+    import asyncio, os, signal, sys
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
@@ -57,8 +57,11 @@ SERVER = textwrap.dedent(
         return "late"
 
     @server.tool(name="die")
-    def die() -> str:
-        """Ends the server process at once."""
+    def die(how: str = "exit") -> str:
+        """Ends the server process at once: exit code 3, or SIGKILL."""
+        print("fatal: the disk is on fire", file=sys.stderr, flush=True)
+        if how == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
         os._exit(3)
 
     @server.tool()
@@ -167,12 +170,15 @@ async def test_a_call_past_the_timeout_is_a_tool_error(server_file: Path, tmp_pa
 
 
 @pytest.mark.slow
-async def test_a_dead_server_answers_unavailable_then_is_restarted(tools: McpTools) -> None:
+@pytest.mark.parametrize(("how", "ended"), [("exit", "exit code 3"), ("kill", "killed by SIGKILL")])
+async def test_a_dead_server_answers_unavailable_then_is_restarted(
+    tools: McpTools, how: str, ended: str
+) -> None:
     server = tools.servers["demo"]
     found = await listed(tools)
     with structlog.testing.capture_logs() as logs:
         with pytest.raises(ToolError, match="unavailable"):
-            await found["demo__die"].run(CTX, {})
+            await found["demo__die"].run(CTX, {"how": how})
         # Until it is back, its tools stay listed and say so.
         assert "demo__add" in await listed(tools)
         if server.session is None:
@@ -184,6 +190,9 @@ async def test_a_dead_server_answers_unavailable_then_is_restarted(tools: McpToo
     assert "mcp.died" in names and "mcp.restarted" in names
     died = next(entry for entry in logs if entry["event"] == "mcp.died")
     assert died["server"] == "demo"
+    # why: how the process ended and the last thing it wrote
+    assert died["exit"] == ended
+    assert died["stderr"][-1] == "fatal: the disk is on fire"
 
 
 @pytest.mark.slow
