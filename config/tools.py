@@ -1,4 +1,6 @@
-"""``agent.tools``: which built-in tools the model may call, and ``agent.max_tool_rounds``.
+"""``agent.tools``: which built-in tools the model may call, the size of any tool call's
+arguments and result (``max_argument_bytes``, ``max_result_chars``), and
+``agent.max_tool_rounds``.
 
 Each built-in is switched on by default and off with ``false``; an unknown name is an
 error naming its key path (``agent.tools.remembr``), like every other typo. Tools from
@@ -8,10 +10,18 @@ already the choice.
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from tether.config.section import Section
 
 #: Rounds of tool calls one turn may make before the model must answer without tools.
 DEFAULT_MAX_TOOL_ROUNDS = 8
+#: 64 KiB of arguments: some 16,000 tokens, more than a model writes in one answer. Past
+#: it is a broken or hostile provider: 10 MB once cost 8 s of a blocked event loop
+#: (counting its tokens for the next round) and 30 MB of steps.
+DEFAULT_MAX_ARGUMENT_BYTES = 64 * 1024
+#: 20,000 characters of a result: one tool must not fill the context.
+DEFAULT_MAX_RESULT_CHARS = 20_000
 
 
 class ToolsConfig(Section):
@@ -25,6 +35,11 @@ class ToolsConfig(Section):
     list_schedules: bool = True
     #: ``cancel_schedule``: stop one of them.
     cancel_schedule: bool = True
+    #: Bytes of arguments one tool call may carry (every tool, not only the built-ins).
+    #: A larger call is refused before it is stored or parsed, and the model reads why.
+    max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, ge=1024)
+    #: Characters of one tool's result the model reads; a longer one is cut, saying so.
+    max_result_chars: int = Field(default=DEFAULT_MAX_RESULT_CHARS, ge=100)
 
     def enabled(self, name: str) -> bool:
         """Whether built-in ``name`` is on (a name this section does not know is off)."""

@@ -14,7 +14,6 @@ it can correct itself on its next round.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from tether.errors import ToolError
-from tether.gateway.handler.tool import DEFAULT_TIMEOUT, Tool, timed_out
+from tether.gateway.handler.tool import DEFAULT_TIMEOUT, Tool
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -47,7 +46,10 @@ def python_tool(
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Tool:
     """The :class:`Tool` that calls ``fn`` with validated arguments, cancelled after
-    ``timeout`` seconds (None: bounded only by the turn's ``pipeline.handler_timeout``).
+    ``timeout`` seconds (None: bounded only by the turn's ``pipeline.handler_timeout``)
+    by the tool loop, which runs every call in a task of its own so that a function
+    that swallows the cancellation is left behind instead of holding the turn
+    (``gateway/tools/deadline.py``).
 
     Raises TypeError at registration for what can never work: a function that is not
     async, ``*args``/``**kwargs``, or a parameter without an annotation.
@@ -94,15 +96,7 @@ def python_tool(
         kwargs = {field: getattr(values, field) for field in fields}
         if context_param is not None:
             kwargs[context_param] = ctx
-        deadline = asyncio.timeout(timeout)
-        try:
-            async with deadline:
-                value = await fn(**kwargs)
-        except TimeoutError:
-            if deadline.expired():  # ours, not a TimeoutError the tool let out
-                raise timed_out(timeout or 0.0, tool_name) from None
-            raise
-        return result_text(value)
+        return result_text(await fn(**kwargs))
 
     return Tool(
         name=tool_name,
@@ -112,6 +106,7 @@ def python_tool(
         idempotent=idempotent,
         source="python",
         extra={"function": f"{fn.__module__}.{fn.__qualname__}"},
+        timeout=timeout,
     )
 
 

@@ -39,6 +39,15 @@ def timed_out(seconds: float, what: str = "the tool") -> ToolTimeout:
     )
 
 
+def left_running(seconds: float, what: str = "the tool") -> str:
+    """What the model reads of a call that would not stop when cancelled at its timeout."""
+    return (
+        f"{what} did not finish within {seconds:g}s and did not stop when cancelled, so it"
+        " was left running: whether it does its work is unknown, and it will not be run"
+        " again for this message. Check before trying again, or tell the person"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Tool:
     """One callable tool, as the model sees it and as the loop runs it.
@@ -57,6 +66,11 @@ class Tool:
     #: Where it comes from, for logs and metrics: ``python``, ``builtin``, ``mcp:NAME``.
     source: str = "python"
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Seconds one call may run before it is cancelled (the tool loop enforces it, and
+    #: leaves behind a call that will not stop: ``gateway/tools/deadline.py``). None: only
+    #: the turn's own bounds (``pipeline.handler_timeout``, ``/stop``), or the source's
+    #: (an MCP server's ``timeout``).
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not NAME.match(self.name):

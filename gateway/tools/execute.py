@@ -25,13 +25,21 @@ other, so the event's steps (and its dead-letter snapshot) show it.
 Whatever a tool raises (a :class:`ToolError`, a bug, bad JSON from the model) becomes a
 result the model reads; only a budget stop (:class:`BudgetExceeded`) and cancellation end
 the turn.
+
+What a call may cost is bounded before it runs: arguments over
+``agent.tools.max_argument_bytes`` are refused before either step is written (outcome
+``refused``; the steps name them by a digest: :mod:`.bounds`), and a result over
+``agent.tools.max_result_chars`` is cut, saying so. The call runs in a task of its own
+within its timeout (:mod:`.deadline`): one that does not stop when cancelled, at its
+timeout or when the turn is stopped, is left running and its outcome stored as
+``unknown``, so no re-run calls it again while it may still be at work.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tether import metrics
@@ -39,6 +47,7 @@ from tether.errors import BudgetExceeded, ToolError, ToolTimeout
 from tether.events import OutMessage
 from tether.gateway.handler.context import turn_of
 from tether.gateway.handler.tool import Tool
+from tether.gateway.tools import bounds, deadline
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -49,8 +58,12 @@ UNKNOWN = (
     " not safe to run twice, so it was not run again. Its effect may or may not have"
     " happened: check before trying again, or tell the person."
 )
-#: A result longer than this is cut (with a note): one tool must not fill the context.
-MAX_RESULT_CHARS = 20_000
+#: What is stored for a call left running when its turn was stopped or timed out.
+LEFT_RUNNING = (
+    "UNKNOWN: the turn was stopped while this call ran, and the tool did not stop when"
+    " cancelled, so it was left running. Its effect may or may not happen: check before"
+    " trying again, or tell the person."
+)
 
 
 def step_name(round_: int, index: int) -> str:
@@ -66,7 +79,12 @@ async def execute(
     function = call.get("function") or {}
     name = str(function.get("name") or "")
     raw = function.get("arguments")
-    identity = {"tool": name, "arguments": raw if isinstance(raw, str) else json.dumps(raw)}
+    caps = bounds.limits(ctx)
+    text = bounds.arguments_text(raw)
+    length = bounds.size(text)
+    # Arguments over the cap are never stored, nor parsed: the steps name them by digest.
+    oversized = length > caps.max_argument_bytes
+    identity = {"tool": name, "arguments": bounds.digest(text, length) if oversized else text}
     log = ctx.log.bind(tool=name, step=key)
     # Read on every attempt (``ctx.step`` reads from the second on): an event requeued by
     # ``tether dead retry`` starts at attempt 1 again with its steps kept. A mark for a
@@ -80,24 +98,37 @@ async def execute(
         metrics.TOOL_CALLS.labels(name, "cached").inc()
         _replay(ctx, stored.get("effects") or {})
         return str(stored.get("result", ""))
+    if oversized:
+        text = bounds.refused(name, length, caps.max_argument_bytes)
+        log.warning("tool.refused", bytes=length, limit=caps.max_argument_bytes)
+        metrics.TOOL_CALLS.labels(name, "refused").inc()
+        result = {"attempt": ctx.attempt, **identity, "outcome": "refused", "result": text}
+        await steps.save_step(event, key, json.dumps(result))
+        return text
     resumed = _same(await steps.step(event, f"{key}:started"), identity) is not None
     # Committed before the tool runs: a crash from here on leaves the ambiguous case.
     await steps.save_step(event, f"{key}:started", json.dumps({"attempt": ctx.attempt, **identity}))
     marks = _Marks(ctx)
     turn.tool_step = key  # a tool's own idempotency key (gateway/tools/reminders.py)
     started = time.monotonic()
-    outcome, text = await _run(ctx, tools.get(name), name, raw, resumed, log)
-    duration = round((time.monotonic() - started) * 1000, 2)
-    if outcome == "done":
-        log.info("tool.done", duration_ms=duration, chars=len(text))
-    else:
-        log.warning(f"tool.{outcome}", duration_ms=duration, error=text[:300])
-    metrics.TOOL_CALLS.labels(name, outcome).inc()
-    text = _cut(text)
-    result = {"attempt": ctx.attempt, **identity, "outcome": outcome, "result": text}
-    result |= {"duration_ms": duration, "effects": marks.effects()}
-    await steps.save_step(event, key, json.dumps(result))
-    return text
+
+    async def finish(outcome: str, text: str) -> str:
+        duration = round((time.monotonic() - started) * 1000, 2)
+        if outcome == "done":
+            log.info("tool.done", duration_ms=duration, chars=len(text))
+        else:
+            log.warning(f"tool.{outcome}", duration_ms=duration, error=text[:300])
+        metrics.TOOL_CALLS.labels(name, outcome).inc()
+        text = bounds.cut(text, caps.max_result_chars)
+        result = {"attempt": ctx.attempt, **identity, "outcome": outcome, "result": text}
+        result |= {"duration_ms": duration, "effects": marks.effects()}
+        await steps.save_step(event, key, json.dumps(result))
+        return text
+
+    async def abandoned() -> None:  # the turn was cancelled; the tool would not stop
+        await finish("unknown", LEFT_RUNNING)
+
+    return await finish(*await _run(ctx, tools.get(name), name, raw, resumed, log, abandoned))
 
 
 def _same(raw: str | None, identity: Mapping[str, str]) -> dict[str, Any] | None:
@@ -114,7 +145,13 @@ def _same(raw: str | None, identity: Mapping[str, str]) -> dict[str, Any] | None
 
 
 async def _run(
-    ctx: Context, tool: Tool | None, name: str, raw: Any, resumed: bool, log: Any
+    ctx: Context,
+    tool: Tool | None,
+    name: str,
+    raw: Any,
+    resumed: bool,
+    log: Any,
+    abandoned: Callable[[], Awaitable[None]],
 ) -> tuple[str, str]:
     """``(outcome, text)`` of one call: ``done``, ``failed``, ``timeout`` or ``unknown``."""
     if tool is None:
@@ -127,9 +164,12 @@ async def _run(
         return "unknown", UNKNOWN
     log.info("tool.started", source=tool.source, resumed=resumed)
     try:
-        return "done", await tool.run(ctx, arguments)
+        call = tool.run(ctx, arguments)
+        return "done", await deadline.run(call, tool.timeout, name, log, abandoned)
     except BudgetExceeded:
         raise
+    except deadline.Abandoned as exc:
+        return "unknown", f"error: {exc}"
     except ToolTimeout as exc:
         return "timeout", f"error: {exc}"
     except ToolError as exc:
@@ -154,12 +194,6 @@ def _arguments(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ToolError(f"the arguments must be a JSON object, not {type(raw).__name__}")
     return raw
-
-
-def _cut(text: str) -> str:
-    if len(text) <= MAX_RESULT_CHARS:
-        return text
-    return text[:MAX_RESULT_CHARS] + f"\n[… cut: {len(text) - MAX_RESULT_CHARS} more characters]"
 
 
 class _Marks:

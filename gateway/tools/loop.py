@@ -10,6 +10,10 @@ that would cross the event's token budget is not made, and the person is told
 Every round is its own memoized step (``llm:reply``, ``llm:reply#2``, …) and every tool
 execution too (``tool:{round}:{index}``, :mod:`.execute`), so a re-run after a crash
 replays the rounds without paying for them again and runs no finished tool twice.
+
+A call whose arguments are over ``agent.tools.max_argument_bytes`` is refused, and the
+next round's transcript carries a short stand-in for them (:func:`.bounds.stand_in`):
+sent back whole, they would be sent, billed and counted (on the event loop) again.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from tether.gateway.handler.context import turn_of
 from tether.gateway.llm.client import Completion, Message
+from tether.gateway.tools import bounds
 from tether.gateway.tools.execute import execute
 
 if TYPE_CHECKING:
@@ -50,6 +55,7 @@ async def chat_with_tools(
         return await ctx.llm.chat(messages, name=name, stream=stream)
     schemas = [tool.schema() for tool in tools.values()]
     limit = ctx.llm.settings.agent.max_tool_rounds
+    cap = bounds.limits(ctx).max_argument_bytes
     transcript = list(messages)
     for round_ in range(limit):
         completion = await ctx.llm.chat(transcript, name=name, tools=schemas, stream=stream)
@@ -60,7 +66,8 @@ async def chat_with_tools(
             {**call, "id": call.get("id") or f"call_{round_}_{index}"}
             for index, call in enumerate(completion.tool_calls)
         ]
-        transcript.append({"role": "assistant", "content": completion.text, "tool_calls": calls})
+        sent = [bounds.stand_in(call, cap) for call in calls]
+        transcript.append({"role": "assistant", "content": completion.text, "tool_calls": sent})
         for index, call in enumerate(calls):
             result = await execute(ctx, tools, call, round_, index)
             transcript.append({"role": "tool", "tool_call_id": call["id"], "content": result})
