@@ -259,5 +259,5 @@ async def _dead_on(store: ReportStore, args: argparse.Namespace) -> int:
             " else at its next start"
         )
         return 0
-    print(f"nothing dead (or unknown) with key {args.key!r}", file=sys.stderr)
+    print(f"nothing dead, waiting to retry or unknown with key {args.key!r}", file=sys.stderr)
     return 1

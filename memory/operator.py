@@ -68,7 +68,9 @@ class ReportStore(Protocol):
 
     @abc.abstractmethod
     async def requeue(self, key: str) -> bool:
-        """Send a dead event (or a dead/unknown outbox row) round again; False if none."""
+        """Send a dead event, or one waiting in ``retry_wait``, round again now (its
+        attempts from zero), or a dead/unknown outbox row; False if none. A running
+        gateway's sweep hands it to the lane, which runs a waiting one at once."""
 
 
 class ConsoleStore(Protocol):

@@ -29,7 +29,7 @@ in production. ``Protocol``'s metaclass is an ``ABCMeta``, so both hold at once.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from tether.events import Event, OutMessage
@@ -62,6 +62,13 @@ class LaneLocks(Protocol):
     async def unlock(self, name: str) -> None:
         """Release :meth:`try_lock`'s lock."""
         return None  # a body, so that type checkers do not take it for abstract
+
+    def on_locks_lost(self, callback: Callable[[frozenset[str]], None]) -> None:
+        """Have ``callback`` told the names of the locks this process held whenever it
+        loses them all at once (PostgreSQL: the session that held them ended), so that
+        it stops running those lanes: another process may take them over at once.
+        Stores whose locks cannot be lost never call it."""
+        return None
 
 
 class CursorStore(Protocol):

@@ -41,6 +41,10 @@ CRON_FIRES = Counter("tether_cron_fires_total", "Cron fires accepted", ["job"])
 CRON_SKIPS = Counter("tether_cron_skips_total", "Cron fires skipped", ["job", "reason"])
 CONNECTED = Gauge("tether_platform_connected", "1 while a platform is connected", ["platform"])
 LANE_DEPTH = Gauge("tether_lane_queue_depth", "Events queued in conversation lanes")
+LANE_LOCKS_LOST = Counter(
+    "tether_lane_locks_lost_total",
+    "Lane locks gone with their PostgreSQL session (those lanes were stopped and taken again)",
+)
 HANDLER_SECONDS = Histogram(
     "tether_handler_seconds",
     "Handler run time",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -92,6 +93,8 @@ class Lanes(Generic[Row]):
         self._idle = asyncio.Event()
         self._idle.set()
         self.stopping = False
+        if shared is not None:
+            shared.locks.on_locks_lost(self._locks_lost)
 
     @property
     def shared(self) -> bool:
@@ -170,6 +173,23 @@ class Lanes(Generic[Row]):
             self._workers.pop(key, None)
             if not self._workers:
                 self._idle.set()
+
+    def _locks_lost(self, names: frozenset[str]) -> None:
+        """The store lost these locks at once (its session ended), and another process
+        may be running their lanes already: stop the workers that held them, a row in a
+        slot included (cut off as by a crash, and run again), and look at each key again
+        once its worker has gone, which takes the lock anew or finds it taken."""
+        assert self._shared is not None
+        prefix = f"{self._shared.lock}:"
+        for name in names:
+            key = name.removeprefix(prefix)
+            worker = self._workers.get(key) if name.startswith(prefix) else None
+            if worker is not None:
+                worker.cancel()
+                worker.add_done_callback(functools.partial(self._look_again, key))
+
+    def _look_again(self, key: str, _worker: asyncio.Task[None]) -> None:
+        self.poke(key)
 
     async def _attempt(self, key: str, row: Row) -> bool:
         """Wait until ``row`` is due, then one attempt within a slot; True when finished."""

@@ -107,7 +107,7 @@ class OpsTables:
     async def requeue(self, key: str) -> bool:
         self._check()
         row = self._inbox.get(key)
-        if row and row.status == "dead":
+        if row and row.status in ("dead", "retry_wait"):
             row.status, row.attempts, row.retry_at = "received", 0, None
             self._touched[key] = time.time()
             self._dead.pop(key, None)

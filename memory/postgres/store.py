@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -194,6 +194,10 @@ class PostgresStore(SqlStore):
 
     async def unlock(self, name: str) -> None:
         await self._locks.unlock(name)
+
+    def on_locks_lost(self, callback: Callable[[frozenset[str]], None]) -> None:
+        """The lock connection's session ended: all its locks are gone (locks.py)."""
+        self._locks.on_lost(callback)
 
     async def unsent_for(self, target: str) -> list[OutboxRow]:  # indexed, unlike the default
         return [outbox_row(row) for row in await self._rows(_UNSENT_FOR, (target,))]

@@ -68,10 +68,12 @@ DEAD_LETTER_SAVED = (
 )
 DEAD_LETTERS = f"SELECT {DEAD_COLUMNS} FROM dead_letters ORDER BY created"
 DEAD_LETTER = f"SELECT {DEAD_COLUMNS} FROM dead_letters WHERE key = ?"
-DEAD_EVENT = "SELECT 1 FROM inbox WHERE key = ? AND status = 'dead'"
+#: Events ``tether dead retry`` sends round again: dead ones, and those waiting to retry.
+REQUEUEABLE = "status IN ('dead', 'retry_wait')"
+REQUEUEABLE_EVENT = f"SELECT 1 FROM inbox WHERE key = ? AND {REQUEUEABLE}"
 EVENT_REQUEUED = (
     "UPDATE inbox SET status = 'received', attempts = 0, retry_at = NULL,"
-    " updated = ? WHERE key = ? AND status = 'dead'"
+    f" updated = ? WHERE key = ? AND {REQUEUEABLE}"
 )
 DEAD_LETTER_DROPPED = "DELETE FROM dead_letters WHERE key = ?"
 DEAD_REPLY = "SELECT 1 FROM outbox WHERE key = ? AND status IN ('dead', 'unknown')"

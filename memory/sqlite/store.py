@@ -161,7 +161,7 @@ class SqliteStore(SqlStore):
 
     async def requeue(self, key: str) -> bool:
         now = time.time()
-        if await self._rows(sql.DEAD_EVENT, (key,)):
+        if await self._rows(sql.REQUEUEABLE_EVENT, (key,)):
             await self._write(
                 FINISH, (sql.EVENT_REQUEUED, (now, key)), (sql.DEAD_LETTER_DROPPED, (key,))
             )

@@ -176,6 +176,28 @@ async def test_bury_requeue_roundtrip(store: Store) -> None:
     assert await store.requeue("k") is False
 
 
+async def test_requeue_sends_an_event_waiting_in_retry_wait_round_now(store: Store) -> None:
+    """``tether dead retry`` on an event that waits (a provider asked for a day, a handler
+    for an hour): received now, its attempts and wait cleared; a running or done one is
+    left alone."""
+    rows = await store.accept([(event("k"), "c1"), (event("running"), "c1")])
+    waiting, running = rows
+    assert waiting is not None and running is not None
+    await store.begin(waiting)
+    await store.retry_later("k", time.time() + 86400, "ModelBusy: HTTP 429")
+    await store.begin(running)
+    assert await store.requeue("k") is True
+    row = await store.inbox_row("k")
+    assert row is not None
+    assert (row.status, row.attempts, row.retry_at) == ("received", 0, None)
+    assert [r.key for r in await store.pending(time.time() + 1)] == ["k"]
+    assert await store.dead_letters() == []
+    assert await store.requeue("running") is False
+    assert (await store.inbox_row("running")).status == "running"  # type: ignore[union-attr]
+    await store.checkpoint("k", [], [])
+    assert await store.requeue("k") is False
+
+
 async def test_steps_are_memoized_per_event(store: Store) -> None:
     assert await store.step("k", "llm") is None
     await store.save_step("k", "llm", '{"a": 1}')

@@ -177,6 +177,7 @@ class StoreLocks:
         self.foreign: set[str] = set()
         self.unlocked: list[str] = []
         self.on_unlock: list[Callable[[], Awaitable[None]]] = []
+        self.told: list[Callable[[frozenset[str]], None]] = []
 
     async def try_lock(self, name: str) -> bool:
         return name not in self.foreign and await self.store.try_lock(name)
@@ -186,6 +187,14 @@ class StoreLocks:
         self.unlocked.append(name)
         if self.on_unlock:
             await self.on_unlock.pop(0)()
+
+    def on_locks_lost(self, callback: Callable[[frozenset[str]], None]) -> None:
+        self.told.append(callback)
+
+    def lose(self, *names: str) -> None:
+        """The session that held ``names`` ended (PostgreSQL: memory/postgres/locks.py)."""
+        for callback in self.told:
+            callback(frozenset(names))
 
 
 async def test_a_row_landing_as_the_lane_lets_go_is_still_run(store: MemoryStore) -> None:
@@ -218,6 +227,52 @@ async def test_a_lane_locked_by_another_process_is_left_alone(store: MemoryStore
     lanes.poke("c")
     assert await lanes.idle(5)
     assert work.ran == ["c1"]
+
+
+async def lost_while_held(
+    store: MemoryStore, *, taken_over: bool = False
+) -> tuple[Work, Lanes[InboxRow]]:
+    """Lanes c (rows c1, c2) and d (d1), each worker inside its held first row, when
+    the store loses the locks of lane c and of a lane of the outbox's (and, with
+    ``taken_over``, another process takes lane c the moment they are gone)."""
+    work, locks = Work(store), StoreLocks(store)
+    lanes = work.lanes(shared=SharedStore(locks, "lane", store.lane))
+    work.hold("c1", "d1")
+    await accept(store, "c", "c1", "c2")
+    await accept(store, "d", "d1")
+    lanes.poke("c")
+    lanes.poke("d")
+    await work.entered["c1"].wait()
+    await work.entered["d1"].wait()
+    held = task_named("lane:c")
+    work.entered["c1"].clear()
+    locks.lose("lane:c", "out:d")
+    if taken_over:
+        locks.foreign.add("lane:c")
+    await asyncio.wait([held], timeout=5)
+    assert held.cancelled()  # the row in its slot was cut off, as by a crash
+    assert not task_named("lane:d").done()  # d's lock was not lost: d runs on
+    return work, lanes
+
+
+async def test_a_lane_whose_lock_is_lost_stops_and_runs_again_once_taken_anew(
+    store: MemoryStore,
+) -> None:
+    work, lanes = await lost_while_held(store)
+    await work.entered["c1"].wait()  # the lane looked again, took the lock, reran c1
+    work.holds["c1"].set()
+    work.holds["d1"].set()
+    assert await lanes.idle(5)
+    assert work.ran == ["c1", "d1", "c1", "c2"]
+    assert await store.lane("c") == [] and await store.lane("d") == []
+
+
+async def test_a_lost_lane_another_process_took_is_left_to_it(store: MemoryStore) -> None:
+    work, lanes = await lost_while_held(store, taken_over=True)
+    work.holds["d1"].set()
+    assert await lanes.idle(5)
+    assert work.ran == ["c1", "d1"]
+    assert [row.key for row in await store.lane("c")] == ["c1", "c2"]  # the other one's
 
 
 async def test_a_row_that_is_not_usable_is_skipped(store: MemoryStore) -> None:
