@@ -326,6 +326,7 @@ class Gateway:
         self._up = False
         await self.reloader.cancel()
         timeout = self.settings.pipeline.drain_timeout
+        deadline = time.monotonic() + timeout  # one for everything: handlers, then the flush
         log.info("gateway.stopping", drain_timeout_s=timeout)
         if self.watchdog:
             await self.watchdog.stop()
@@ -340,9 +341,8 @@ class Gateway:
                 log.exception("adapter.stop_failed", platform=adapter.platform)
         self._started.clear()
         await self.sweep.stop()
-        await self.dispatcher.stop(timeout)
-        if not await self.outbox.flush(timeout):
-            log.warning("outbox.flush_timeout")
+        await self.dispatcher.stop(max(0.0, deadline - time.monotonic()))
+        await self.outbox.flush(max(0.0, deadline - time.monotonic()))  # outbox.flush_timeout
         await self.outbox.stop()
         for adapter in self.adapters.values():
             try:

@@ -11,6 +11,8 @@ stop) are :mod:`tether.gateway.core.lanes`. What is the dispatcher's own:
   row's ``retry_at``; the lane holds its place until then, so order holds.
 - **A failing store pauses the lane**: the runner handles handler errors itself, so an
   exception out of it is the store; the event is kept and tried again after a pause.
+  An outage that fails every lane is one ``lane.error`` with its traceback, then a count
+  (:mod:`tether.gateway.core.streaks`), and ``lane.recovered`` when a run gets through.
 - **Stop lets running handlers finish** (within a timeout); waiting lanes are cancelled.
 
 With a shared store (PostgreSQL, several processes) the database is the queue: submitted
@@ -30,6 +32,7 @@ from tether import metrics
 from tether.backoff import full_jitter
 from tether.gateway.core.lanes import Lanes, SharedStore
 from tether.gateway.core.stop import is_stop
+from tether.gateway.core.streaks import Streak
 from tether.memory.records import InboxRow
 from tether.memory.roles import InboxStore
 
@@ -71,6 +74,7 @@ class Dispatcher:
         self._finished: OrderedDict[str, float] = OrderedDict()
         self._room = asyncio.Event()
         self._failures: dict[str, int] = {}
+        self._store_errors = Streak(log, "lane.error", recovered="lane.recovered")
         #: ``/stop`` rows running beside their lanes.
         self._beside: set[asyncio.Task[None]] = set()
 
@@ -138,11 +142,12 @@ class Dispatcher:
         try:
             retry_at = await self._run(row)
             self._failures.pop(conversation, None)
+            self._store_errors.passed()
         except Exception:
             # The runner handles handler errors itself; this is the store failing.
             # Keep the event and try again after a pause.
             failures = self._failures[conversation] = self._failures.get(conversation, 0) + 1
-            log.exception("lane.error", key=row.key, conversation=conversation)
+            self._store_errors.failed(key=row.key, conversation=conversation)
             retry_at = time.time() + full_jitter(failures, _PAUSE_BASE, _PAUSE_MAX)
         if retry_at is None:
             return True
@@ -169,6 +174,7 @@ class Dispatcher:
         """
         self._room.set()  # a submit waiting for room sees the stop and returns
         await self._lanes.stop(grace=timeout)
+        self._store_errors.flush()
         for task in list(self._beside):
             task.cancel()
         await asyncio.gather(*self._beside, return_exceptions=True)

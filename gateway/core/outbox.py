@@ -10,6 +10,11 @@ What a platform call did (``sent``, or ``unknown`` for an ambiguous failure) is 
 until the store takes it (:meth:`Outbox._record`): a failed commit of that mark never
 makes the outbox call the platform again, and never leaves a delivered reply
 ``sending`` for a restart to send a second time.
+
+A store outage fails every chat's lane, attempt after attempt: each kind of those
+failures is one streak (:mod:`tether.gateway.core.streaks`), ``outbox.error`` (the store
+failed around a send) or ``outbox.mark_failed`` once in full, then a count, and
+``outbox.recovered`` / ``outbox.mark_recovered`` when the store takes writes again.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from tether.errors import SendAmbiguous, SendFatal, SendRetryable
 from tether.gateway.core import media
 from tether.gateway.core.edits import EDIT_REFUSED, deliver, edit_of, edit_refused, repeatable
 from tether.gateway.core.lanes import Lanes, SharedStore
+from tether.gateway.core.streaks import Streak
 from tether.limits import Buckets
 from tether.memory.records import OutboxRow, OutboxStatus
 from tether.memory.roles import OutboxStore
@@ -51,6 +57,10 @@ class Outbox:
         self.adapters = adapters
         self.config = config
         self.buckets = Buckets()
+        self._store_errors = Streak(log, "outbox.error", recovered="outbox.recovered")
+        self._mark_errors = Streak(
+            log, "outbox.mark_failed", recovered="outbox.mark_recovered", traceback=False
+        )
         #: Awaited with each row the platform got (or may have got), before it is marked:
         #: rooms relay it to the other agents (gateway/agent/rooms.py). Must not raise.
         self.on_delivered: Callable[[OutboxRow], Awaitable[None]] | None = None
@@ -113,7 +123,7 @@ class Outbox:
             return await self._send(row)
         except Exception:
             # The store failed around the send: keep the row, pause, retry.
-            log.exception("outbox.error", key=row.key)
+            self._store_errors.failed(key=row.key)
             row.next_at = time.time() + full_jitter(
                 row.attempts + 1, self.config.backoff_base, self.config.backoff_max
             )
@@ -127,6 +137,7 @@ class Outbox:
         # A row sent as a message since its edit was refused says so on this mark too.
         note = row.error if edit_refused(row) else None
         await self.store.mark_outbox(row.key, "sending", attempts=row.attempts, error=note)
+        self._store_errors.passed()
         started = time.monotonic()
         olog = log.bind(key=row.key, target=row.message.target.key, attempt=row.attempts)
         try:
@@ -226,14 +237,12 @@ class Outbox:
                 await self.store.mark_outbox(
                     row.key, status, platform_id=platform_id, error=error, durable=False
                 )
+                self._mark_errors.passed()
                 return
             except Exception as exc:
                 failures += 1
                 delay = equal_jitter(failures, self.config.backoff_base, self.config.backoff_max)
-                log.error(
-                    "outbox.mark_failed", key=row.key, status=status, attempt=failures,
-                    error=_describe(exc), delay_s=delay,
-                )  # fmt: skip
+                self._mark_errors.failed(exc, key=row.key, status=status, delay_s=delay)
                 await asyncio.sleep(delay)
 
     async def _delivered(self, row: OutboxRow) -> None:
@@ -249,13 +258,19 @@ class Outbox:
         log.warning("outbox.unknown", key=row.key, error=error, attempt=row.attempts)
 
     async def flush(self, timeout: float) -> bool:
-        """Wait until every queued row is sent (or final); False if ``timeout`` ran out."""
-        return await self._lanes.idle(timeout)
+        """Wait until every queued row is sent (or final); False if ``timeout`` ran out
+        (``outbox.flush_timeout``: what is left stays in the store for the next start)."""
+        if await self._lanes.idle(timeout):
+            return True
+        log.warning("outbox.flush_timeout", timeout_s=round(timeout, 3))
+        return False
 
     async def stop(self) -> None:
         """Cancel every send in flight: a row cut off stays ``sending`` and the restart
         treats it as interrupted (see :meth:`_usable`)."""
         await self._lanes.stop()
+        self._store_errors.flush()
+        self._mark_errors.flush()
 
 
 def _next_at(row: OutboxRow) -> float | None:

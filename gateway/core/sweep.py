@@ -8,6 +8,12 @@ uses, ``received`` rows older than one interval that no lane knows; on a shared 
 lane or chat whose process died is taken over within one interval (the lanes' locks
 keep two processes off one conversation). Each interval also runs ``chores`` (access:
 telling people whose pairing was approved from the CLI).
+
+A store that does not answer fails every interval for as long as the outage lasts: that
+is one streak (:mod:`tether.gateway.core.streaks`): ``gateway.sweep_failed`` once with its
+traceback, then a count (``repeated=N``) a minute, and ``gateway.sweep_recovered`` when
+the store answers again. The chores, which need the store too, wait for it meanwhile
+instead of failing beside the sweep every interval.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import structlog
 
 from tether.gateway.core.dispatcher import Dispatcher
 from tether.gateway.core.outbox import Outbox
+from tether.gateway.core.streaks import Streak
 from tether.memory.roles import InboxStore, OutboxStore
 
 log = structlog.get_logger("tether.gateway")
@@ -46,6 +53,8 @@ class Sweep:
         self.interval = interval
         self.chores = chores
         self._task: asyncio.Task[None] | None = None
+        self.failing = Streak(log, "gateway.sweep_failed", recovered="gateway.sweep_recovered")
+        self._chores = Streak(log, "gateway.chores_failed", recovered="gateway.chores_recovered")
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="inbox-sweep")
@@ -56,19 +65,30 @@ class Sweep:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self.failing.flush()
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            if self.chores is not None:
-                await self.chores()
-            if self.store.shared:
-                await self.shared()
-            else:
-                await self.received(time.time() - self.interval)
+            await self.sweep_once()
 
-    async def received(self, older_than: float) -> None:
-        """Submit ``received`` rows older than ``older_than`` that no lane knows of."""
+    async def sweep_once(self) -> None:
+        """One interval's work: the sweep, then the chores if the store answered it."""
+        if self.store.shared:
+            answered = await self.shared()
+        else:
+            answered = await self.received(time.time() - self.interval)
+        if not answered or self.chores is None:
+            return
+        try:
+            await self.chores()
+            self._chores.passed()
+        except Exception:
+            self._chores.failed()
+
+    async def received(self, older_than: float) -> bool:
+        """Submit ``received`` rows older than ``older_than`` that no lane knows of;
+        False if the store failed."""
         try:
             read_at = time.monotonic()
             rows = await self.store.pending(older_than)
@@ -77,14 +97,20 @@ class Sweep:
                 log.info("gateway.swept", events=len(fresh))
                 await self.dispatcher.submit(fresh)
         except Exception:
-            log.exception("gateway.sweep_failed")
+            self.failing.failed()
+            return False
+        self.failing.passed()
+        return True
 
-    async def shared(self) -> None:
-        """Shared store: look at every lane and chat with work."""
+    async def shared(self) -> bool:
+        """Shared store: look at every lane and chat with work; False if the store failed."""
         try:
             for conversation in await self.store.busy_conversations():
                 self.dispatcher.poke(conversation)
             for target in await self.store.busy_targets():
                 self.outbox.poke(target)
         except Exception:
-            log.exception("gateway.sweep_failed")
+            self.failing.failed()
+            return False
+        self.failing.passed()
+        return True
