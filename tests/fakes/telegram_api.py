@@ -1,11 +1,18 @@
 """A fake Telegram Bot API on 127.0.0.1, for driving the real python-telegram-bot client.
 
 Point PTB at it with ``base_url=fake.base_url``. It keeps a queue of updates and confirms
-them the way Telegram does (a getUpdates offset above an update_id confirms it), long-polls
-for up to the ``timeout`` it is given, records every call and every offset it saw, and
-can be told to fail the next call of a method (429 with retry_after, a 400, a 409, or a
-dropped connection). Waiting is on a condition, never on sleeps: ``await
-fake.wait_for(lambda: len(fake.sent) >= 3)``.
+them by the Bot API's rule: "an update is considered confirmed as soon as getUpdates is
+called with an offset higher than its update_id" — at the call, and while that call's long
+poll waits, for an update arriving with a lower id. It long-polls for up to the ``timeout``
+it is given, records every call and every offset it saw, and can be told to fail the next
+call of a method (429 with retry_after, a 400, a 409, or a dropped connection). Waiting is
+on a condition, never on sleeps: ``await fake.wait_for(lambda: len(fake.sent) >= 3)``.
+
+Update ids count up from 1000. After a week without updates Telegram picks the next id at
+random; :meth:`FakeTelegram.restart_ids` is that moment, with the id the test picks (below
+the ids before, or equal to one of them). The Bot API server itself (tdlib's) answers an
+offset more than 10 above its newest id from the head of its queue instead; the fake keeps
+to the documented rule, the one a client can rely on. Negative offsets are not modelled.
 
 PTB 22 posts ``application/x-www-form-urlencoded`` (every value a string, nested values
 JSON-encoded); other clients post JSON. Both are accepted.
@@ -100,8 +107,12 @@ class FakeTelegram:
         #: Called with each getUpdates offset before it confirms anything (tests inspect
         #: the client's state at the moment it acknowledges a batch).
         self.on_poll: Callable[[int | None], None] | None = None
+        #: While True, a getUpdates whose offset would confirm a pending update fails with
+        #: 502 and confirms nothing: Telegram out of reach just after a batch was fetched.
+        self.refuse_confirmations = False
         self._closing = False
         self._waiters = 0
+        self._polls = 0  # getUpdates calls so far: a newer one ends an older one's wait
         self._tasks: set[asyncio.Task[None]] = set()
         self.failures: dict[str, deque[Failure]] = defaultdict(deque)
         self._update_ids = itertools.count(1000)
@@ -130,7 +141,10 @@ class FakeTelegram:
         return app
 
     async def start(self, port: int = 0, control: bool = False) -> FakeTelegram:
-        self._runner = web.AppRunner(self.app(control), access_log=None)
+        # A client that goes away (a stopped or killed process) ends its long poll, as
+        # its closed connection does on Telegram: a wait it left must not confirm later
+        # updates by its offset.
+        self._runner = web.AppRunner(self.app(control), access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
@@ -157,6 +171,12 @@ class FakeTelegram:
         """Queue any JSON object as an update, malformed ones included."""
         self.pending.append(update)
         self._notify()
+
+    def restart_ids(self, next_id: int) -> None:
+        """A week without updates went by: the next update_id is Telegram's random pick,
+        here ``next_id``. Telegram keeps unconfirmed updates a day, so nothing is pending."""
+        assert not self.pending, "ids restart only after a week without updates"
+        self._update_ids = itertools.count(next_id)
 
     def message(
         self,
@@ -328,36 +348,54 @@ class FakeTelegram:
         limit = int(params.get("limit") or 100)
         timeout = float(params.get("timeout") or 0)
         self.offsets.append(offset)
+        # As on Telegram, a getUpdates ends the one still waiting (the client that sent it
+        # may be gone: a stopped process's long poll must not confirm what comes next).
+        self._polls += 1
+        mine = self._polls
+        self._notify()
         if self.on_poll is not None:
             self.on_poll(offset)
-        if offset is not None and offset > 0:
-            kept = []
-            for update in self.pending:
-                uid = update.get("update_id")
-                if isinstance(uid, int) and uid < offset:
-                    self.confirmed.append(uid)
-                else:
-                    kept.append(update)
-            self.pending = kept
+        if self.refuse_confirmations and self._below(offset):
+            raise _ApiError(502, "Bad Gateway")
 
         def available() -> list[dict[str, Any]]:
+            self._confirm(offset)  # the call's offset holds for what arrives while it waits
             return self.pending[:limit]
+
+        def done() -> bool:
+            return self._polls != mine or self._closing or bool(available())
 
         if not available() and timeout > 0:
             self._waiters += 1
             try:
                 async with self._changed:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            self._changed.wait_for(lambda: bool(available()) or self._closing),
-                            timeout,
-                        )
+                        await asyncio.wait_for(self._changed.wait_for(done), timeout)
             finally:
                 self._waiters -= 1
+        if self._polls != mine:
+            raise _ApiError(409, "Conflict: terminated by other getUpdates request")
         batch = available()
         if batch and self.first_batch_at is None:
             self.first_batch_at = time.perf_counter()
         return batch
+
+    def _below(self, offset: int | None) -> list[dict[str, Any]]:
+        """The pending updates a getUpdates with ``offset`` confirms."""
+        if offset is None or offset <= 0:
+            return []
+        return [
+            update
+            for update in self.pending
+            if isinstance(uid := update.get("update_id"), int) and uid < offset
+        ]
+
+    def _confirm(self, offset: int | None) -> None:
+        below = self._below(offset)
+        if below:
+            self.confirmed.extend(update["update_id"] for update in below)
+            gone = {id(update) for update in below}
+            self.pending = [update for update in self.pending if id(update) not in gone]
 
     async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         text = params.get("text")
