@@ -5,6 +5,7 @@ One room per concern, the same rooms every adapter has:
 - :mod:`.normalize` — pure: an update dict in, an ``Event`` or a ``Dropped`` out;
   :mod:`.content` is its part for names, forwards, old payloads and content without text.
 - :mod:`.ingress` — the poll loop and the webhook route; acknowledged after the commit.
+  :mod:`.epochs` is its part for update ids Telegram restarts after a quiet week.
 - :mod:`.send` — sendMessage and the classification of its failures.
 - :mod:`.chores` — best-effort calls after an accept (button spinners, "typing…").
 - :mod:`.http` — PTB's ``Bot`` on an aiohttp transport.

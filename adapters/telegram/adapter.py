@@ -20,8 +20,9 @@ from tether.adapters.kit import Dropped, open_with_retries
 from tether.adapters.telegram import media
 from tether.adapters.telegram.chores import Chores
 from tether.adapters.telegram.edit import edit_text
+from tether.adapters.telegram.epochs import offset_cursor
 from tether.adapters.telegram.http import AiohttpRequest, BotClient
-from tether.adapters.telegram.ingress import Pace, UpdateIngress, offset_cursor
+from tether.adapters.telegram.ingress import Pace, UpdateIngress
 from tether.adapters.telegram.markdown import shown_length
 from tether.adapters.telegram.normalize import normalize
 from tether.adapters.telegram.recipient import Recipient
@@ -95,7 +96,7 @@ class TelegramAdapter(Adapter):
 
     @property
     def offset_cursor(self) -> str:
-        """The store cursor holding the highest update_id committed to the inbox."""
+        """The store cursor holding the top update_id of the last batch polled."""
         return offset_cursor(self.bot_id)
 
     @property
@@ -146,9 +147,10 @@ class TelegramAdapter(Adapter):
 
     # -- in -------------------------------------------------------------------------
 
-    def normalize(self, data: Any) -> Event | Dropped:
-        """One raw update → an :class:`Event`, or why not. Never raises."""
-        return normalize(data, self.recipient)
+    def normalize(self, data: Any, epoch: int = 0) -> Event | Dropped:
+        """One raw update, arrived in ``epoch`` (:mod:`.epochs`) → an :class:`Event`, or
+        why not. Never raises."""
+        return normalize(data, self.recipient, epoch)
 
     def _after_accept(self, events: Sequence[Event], accepted: Sequence[bool]) -> None:
         if self._opened:

@@ -6,6 +6,17 @@ for only after the batch *and* the offset committed to the inbox in one transact
 a webhook post is answered 200 only after its commit. An update that cannot become an
 event is still confirmed (logged as ``telegram.skipped`` or ``telegram.ignored``):
 delivering it again could never make it one.
+
+The only offset the poller sends is the one that confirms the batch it committed last
+(its top update_id + 1), and only while Telegram may still hold that batch. Every other
+poll, the first after a start among them, has no offset: it confirms nothing and answers
+from the oldest update Telegram holds. A stored offset is never sent, because after a week
+without updates Telegram restarts its ids at random, often below it, and "an update is
+considered confirmed as soon as getUpdates is called with an offset higher than its
+update_id": an offset kept from before would confirm every new update away unseen. A
+batch the last run committed but did not confirm comes back and is taken as the
+duplicate it is. Keys carry the epoch (:mod:`.epochs`), so a restarted id is not taken
+for an old update.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +34,7 @@ from aiohttp.web_response import Response  # not aiohttp.web: 2 MB, for a server
 from telegram.error import Conflict, TelegramError
 
 from tether.adapters.kit import Dropped, describe
+from tether.adapters.telegram.epochs import QUIET, Choice, Epochs, offset_cursor
 from tether.adapters.telegram.http import BotClient
 from tether.adapters.telegram.normalize import update_id
 from tether.adapters.untrusted import Malformed, header, load_json, unstorable
@@ -38,7 +51,8 @@ log = structlog.get_logger("tether.telegram")
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
-Normalize = Callable[[Any], Event | Dropped]
+#: An update and the epoch it arrived in → an Event, or why not.
+Normalize = Callable[[Any, int], Event | Dropped]
 AfterAccept = Callable[[Sequence[Event], Sequence[bool]], None]
 
 
@@ -58,7 +72,8 @@ class UpdateIngress:
     """One bot's updates into the inbox, by ``config.mode``: polling or a webhook.
 
     ``connected`` is what readiness reports; ``polling`` is True while this instance
-    holds the long poll (always, on a store only one process uses).
+    holds the long poll (always, on a store only one process uses). ``clock`` is the
+    time epochs are decided by (tests move it a week on).
     """
 
     def __init__(
@@ -76,6 +91,8 @@ class UpdateIngress:
         self.connected = False
         self.polling = False
         self.pace = Pace()
+        self.clock: Callable[[], float] = time.time
+        self._epochs: Epochs | None = None
         self._inbox: Ingress | None = None
         self._task: asyncio.Task[None] | None = None
         self._secret = (
@@ -86,6 +103,7 @@ class UpdateIngress:
 
     def start(self, inbox: Ingress, bot_id: int, pace: Pace) -> None:
         """Begin polling, or register the webhook (the route already listens)."""
+        self._epochs = Epochs(bot_id)
         self._inbox, self.pace = inbox, pace
         if self.config.mode == "webhook":
             self._task = asyncio.create_task(self._register_webhook(), name="telegram-webhook")
@@ -120,7 +138,8 @@ class UpdateIngress:
         self.polling = True
 
     async def _poll(self, inbox: Ingress, bot_id: int) -> None:
-        """fetch → accept batch + offset in one transaction → fetch from the next offset."""
+        """fetch → accept the batch and its offset in one transaction → fetch with the
+        offset that confirms it; after an empty answer, fetch with no offset."""
         await self._take_poll(inbox, bot_id)
         # A webhook left set (an earlier webhook-mode run) makes getUpdates answer 409.
         # drop_pending_updates=False: the backlog is still ours to answer.
@@ -128,11 +147,12 @@ class UpdateIngress:
             "deleteWebhook", lambda: self.bot.delete_webhook(drop_pending_updates=False)
         )
         cursor = offset_cursor(bot_id)
-        stored = await inbox.cursor(cursor)
-        offset = int(stored) + 1 if stored is not None else None
-        log.info("telegram.polling", offset=offset, timeout_s=self.config.poll_timeout)
+        log.info("telegram.polling", timeout_s=self.config.poll_timeout)
         failures = 0
+        # The offset that confirms the batch committed last, and when it was committed.
+        confirm: tuple[int, float] | None = None
         while True:
+            offset = confirm[0] if confirm and self.clock() - confirm[1] < QUIET else None
             try:
                 batch = await self.bot.get_update_dicts(
                     offset, self.config.poll_timeout, self.config.allowed_updates
@@ -165,11 +185,12 @@ class UpdateIngress:
                 failures = 0
             self.connected = True
             if not batch:
+                confirm = None  # that call confirmed the last batch: nothing left to confirm
                 continue
             try:
-                offset = await self._ingest(inbox, cursor, batch)
+                confirm = (await self._ingest(inbox, cursor, batch), self.clock())
             except Exception as exc:
-                # Nothing was confirmed: the same batch comes back on the next call.
+                # Not stored, so not confirmed: the same batch comes back on the next call.
                 failures += 1
                 delay = self.pace.delay(failures)
                 log.error(
@@ -181,21 +202,24 @@ class UpdateIngress:
                 await asyncio.sleep(delay)
 
     async def _ingest(self, inbox: Ingress, cursor: str, batch: list[Any]) -> int:
-        """Commit one getUpdates batch and its offset together; return the next offset."""
+        """Commit one getUpdates batch, its offset and its epoch together; return the
+        offset that confirms the batch."""
+        choice = await self._choose(inbox)
         events: list[Event] = []
         top: int | None = None
         for item in batch:
             number = update_id(item)
             if number is not None:
                 top = number if top is None else max(top, number)
-            outcome = self.normalize(item)
+            outcome = self.normalize(item, choice.epoch.number)
             if isinstance(outcome, Event):
                 events.append(outcome)
             else:
                 _log_dropped(outcome, number)
         if top is None:
             raise ValueError(f"a batch of {len(batch)} updates without a single update_id")
-        accepted = await inbox.accept(events, cursors={cursor: str(top)})
+        accepted = await inbox.accept(events, cursors={cursor: str(top), **choice.cursors})
+        self._committed(choice)
         self.after_accept(events, accepted)
         return top + 1
 
@@ -249,21 +273,35 @@ class UpdateIngress:
         if number is None:
             log.warning("telegram.webhook_malformed", reason="not an update (no update_id)")
             return Response(status=400, text="not an update")
-        outcome = self.normalize(data)
+        try:
+            choice = await self._choose(inbox)
+        except Exception as exc:  # the store failed: nothing decided, nothing stored
+            log.error("telegram.accept_failed", update_id=number, error=describe(exc))
+            return Response(status=503, text="not stored, deliver again")
+        outcome = self.normalize(data, choice.epoch.number)
         if isinstance(outcome, Event) and (reason := unstorable(outcome)):
             outcome = Dropped("telegram.skipped", reason)
         events = [outcome] if isinstance(outcome, Event) else []
         if not isinstance(outcome, Event):
             _log_dropped(outcome, number)
-        try:
-            accepted = await inbox.accept(events)
+        try:  # mostly without a cursor: a shared store then batches concurrent posts
+            accepted = await inbox.accept(events, choice.cursors or None)
         except Exception as exc:  # the store failed: not committed, so not acknowledged
             log.error("telegram.accept_failed", update_id=number, error=describe(exc))
             return Response(status=503, text="not stored, deliver again")
+        self._committed(choice)
         self.after_accept(events, accepted)
         return Response(text="ok")
 
     # -- helpers --------------------------------------------------------------------
+
+    async def _choose(self, inbox: Ingress) -> Choice:
+        assert self._epochs is not None  # set by start(), before any update is taken
+        return await self._epochs.choose(inbox, self.clock())
+
+    def _committed(self, choice: Choice) -> None:
+        if self._epochs is not None:
+            self._epochs.committed(choice)
 
     async def _until_ok(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
         """A setup call (deleteWebhook, setWebhook) retried with backoff until it works."""
@@ -283,11 +321,6 @@ class UpdateIngress:
                     retry_in_s=delay,
                 )
                 await asyncio.sleep(delay)
-
-
-def offset_cursor(bot_id: int) -> str:
-    """The store cursor holding the highest update_id committed to the inbox."""
-    return f"telegram:{bot_id}:offset"
 
 
 def _log_dropped(dropped: Dropped, number: int | None) -> None:

@@ -8,9 +8,11 @@ is a :class:`Dropped` with the reason, so one bad update never pins the poll off
 python-telegram-bot's ``Update.de_json`` is the parser, so a payload means here what it
 means to PTB, except that fields PTB 22 requires and older Bot API versions did not send
 are filled in first (:mod:`.content`), and names, forwards and content without text are
-read there too. Keys are ``tg:{bot_id}:{update_id}``: a webhook retry or an overlapping
-poll yields the same key, which the inbox drops as a duplicate. A plain text message is
-read without PTB (:mod:`.plain`, for speed), to the same result.
+read there too. Keys are ``tg:{bot_id}:{update_id}``, or ``tg:{bot_id}:e{epoch}:{update_id}``
+in an epoch after the first (one begins when the bot was quiet for days, :mod:`.epochs`):
+a webhook retry or an overlapping poll yields the same key, which the inbox drops as a
+duplicate, and an id Telegram picks again after a quiet week does not. A plain text
+message is read without PTB (:mod:`.plain`, for speed), to the same result.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tether.adapters.telegram.content import (
     name_of,
     with_legacy_defaults,
 )
+from tether.adapters.telegram.epochs import update_key
 from tether.adapters.telegram.plain import read_plain
 from tether.adapters.telegram.recipient import (
     CHAT_TYPES,
@@ -58,23 +61,23 @@ def update_id(data: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def normalize(data: Any, recipient: Recipient) -> Event | Dropped:
-    """One raw update → an :class:`Event`, or why not. Never raises."""
+def normalize(data: Any, recipient: Recipient, epoch: int = 0) -> Event | Dropped:
+    """One raw update, arrived in ``epoch`` → an :class:`Event`, or why not. Never raises."""
     number = update_id(data)
     if number is None:
         return Dropped("telegram.skipped", "not an update (no integer update_id)")
-    plain = read_plain(data, number, recipient)  # the common shape, without PTB (.plain)
-    return plain if plain is not None else read_with_ptb(data, number, recipient)
+    plain = read_plain(data, number, recipient, epoch)  # the common shape, without PTB
+    return plain if plain is not None else read_with_ptb(data, number, recipient, epoch)
 
 
-def read_with_ptb(data: Any, number: int, recipient: Recipient) -> Event | Dropped:
+def read_with_ptb(data: Any, number: int, recipient: Recipient, epoch: int = 0) -> Event | Dropped:
     """The update read by PTB's ``Update.de_json``: every shape, and the reference that
     :mod:`.plain`'s answers are tested against. Never raises."""
     try:
         update = Update.de_json(with_legacy_defaults(data), None)
     except Exception as exc:
         return Dropped("telegram.skipped", f"unparsable: {type(exc).__name__}: {exc}")
-    key = f"tg:{recipient.bot_id}:{number}"
+    key = update_key(recipient.bot_id, number, epoch)
     try:
         if update.callback_query is not None:
             return _callback(key, update.callback_query, data)

@@ -27,6 +27,7 @@ from typing import Any, TypeGuard
 
 from tether.adapters.kit import Dropped
 from tether.adapters.telegram.content import name_of
+from tether.adapters.telegram.epochs import update_key
 from tether.adapters.telegram.recipient import (
     CHAT_TYPES,
     PLATFORM,
@@ -87,19 +88,22 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
-def read_plain(data: Any, number: int, recipient: Recipient) -> Event | Dropped | None:
+def read_plain(
+    data: Any, number: int, recipient: Recipient, epoch: int = 0
+) -> Event | Dropped | None:
     """The update as PTB's reading would see it, or None when it is not plain.
 
     ``number`` is the update's id (already checked); ``recipient`` is the
-    :class:`.normalize.Recipient`. Never raises: an unexpected failure is a None too.
+    :class:`.normalize.Recipient`; ``epoch`` goes into the key (:mod:`.epochs`). Never
+    raises: an unexpected failure is a None too.
     """
     try:
-        return _read(data, number, recipient)
+        return _read(data, number, recipient, epoch)
     except Exception:  # any doubt: PTB reads it
         return None
 
 
-def _read(data: Any, number: int, recipient: Recipient) -> Event | Dropped | None:
+def _read(data: Any, number: int, recipient: Recipient, epoch: int) -> Event | Dropped | None:
     if type(data) is not dict or len(data) != 2:
         return None
     field = "message" if "message" in data else "edited_message"
@@ -144,7 +148,7 @@ def _read(data: Any, number: int, recipient: Recipient) -> Event | Dropped | Non
     thread_id = thread if topic else None
     when = (edited if kind is Kind.EDIT else None) or posted
     return Event(
-        key=f"tg:{recipient.bot_id}:{number}",
+        key=update_key(recipient.bot_id, number, epoch),
         platform=PLATFORM,
         kind=Kind.COMMAND if is_command else kind,
         conversation=Conversation(

@@ -137,18 +137,23 @@ async def test_polling_deletes_a_leftover_webhook_without_dropping_the_backlog(
     assert [s["text"] for s in fake.sent] == ["queued while down"]
 
 
-async def test_polling_resumes_from_the_stored_offset(tmp_path: Path, fake: FakeTelegram) -> None:
+async def test_a_restart_polls_without_an_offset_and_confirms_only_what_it_stored(
+    tmp_path: Path, fake: FakeTelegram
+) -> None:
+    """A stored offset is never sent: it could confirm updates whose ids restarted below
+    it (tests/adapters/telegram/test_telegram_ids.py). The first poll confirms nothing."""
     settings = telegram_settings(tmp_path, fake)
     async with running(settings, router()) as (gateway, _adapter):
         first = fake.push(message=fake.message(42, "one"))
         await fake.wait_for(lambda: first["update_id"] + 1 in fake.offsets)
         await gateway.drain()
     seen = len(fake.offsets)
-    fake.push(message=fake.message(42, "two"))
+    second = fake.push(message=fake.message(42, "two"))
     async with running(settings, router()) as (gateway, _adapter):
-        await fake.wait_for(lambda: len(fake.sent) >= 2)
+        await fake.wait_for(lambda: second["update_id"] + 1 in fake.offsets[seen:])
         await gateway.drain()
-    assert fake.offsets[seen] == first["update_id"] + 1
+    assert fake.offsets[seen] is None
+    assert fake.offsets[seen + 1] == second["update_id"] + 1
     assert [s["text"] for s in fake.sent] == ["one", "two"]
 
 
@@ -270,9 +275,9 @@ async def test_sigkill_after_fetching_a_batch_restart_answers_it_exactly_once(
     for chat in set(chats):  # each chat's replies in its messages' order
         mine = [s["text"] for s in fake.sent if s["chat_id"] == chat]
         assert mine == sorted(mine, key=lambda t: int(t.removeprefix("handled:msg")))
-    # The restart resumed from the stored offset, never from the start.
-    assert fake.offsets[killed_at] == top + 1
-    assert all(offset is not None and offset > top for offset in fake.offsets[killed_at:])
+    # The restart's first poll confirmed nothing, and no later one went below the batch.
+    assert fake.offsets[killed_at] is None
+    assert all(offset is None or offset > top for offset in fake.offsets[killed_at:])
     assert [status for _key, status in inbox_rows(tmp_path)] == ["done"] * len(batch)
     assert fake.token not in log.read_text()
 
