@@ -30,8 +30,10 @@ CURSOR_PREFIX = "discord:channel:"
 #: Discord's largest history page.
 _PAGE = 100
 
-#: Commits one page of a channel's raw messages (oldest first) and moves its cursor.
-Commit = Callable[[int, list[dict[str, Any]], Channel | None], Awaitable[None]]
+#: Commits one page of a channel's raw messages (oldest first) and moves its cursor; the
+#: channel as fetched (a thread, else None) and its server's id come with it, since REST
+#: messages carry no ``guild_id`` (the payloads stay as sent: they become ``Event.raw``).
+Commit = Callable[[int, list[dict[str, Any]], Channel | None, str | None], Awaitable[None]]
 
 
 def cursor_name(channel_id: int | str) -> str:
@@ -75,6 +77,7 @@ async def _channel(
     # The fetched channel, not the cache: an archived thread is a thread all the same.
     here = channel_info(channel) if isinstance(channel, discord.Thread) else None
     guild = getattr(channel, "guild", None)
+    guild_id = str(guild.id) if guild is not None else None
     count, after = 0, last
     while count < limit:
         page = cast(
@@ -85,10 +88,7 @@ async def _channel(
             break
         after = int(page[0]["id"])  # Discord answers newest first
         page.reverse()
-        if guild is not None:
-            for data in page:  # REST messages carry no guild_id; gateway events do
-                data.setdefault("guild_id", str(guild.id))
-        await commit(channel_id, page, here)
+        await commit(channel_id, page, here, guild_id)
         count += len(page)
         if len(page) < _PAGE:
             break

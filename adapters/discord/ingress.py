@@ -5,8 +5,9 @@ Tether needs around it:
 
 - MESSAGE_CREATE and MESSAGE_UPDATE are read as the dicts the gateway sent. discord.py's
   parser for each is wrapped so that :mod:`.normalize` sees the payload before discord.py
-  builds its ``Message`` from it (building one consumes parts of the dict). Normalizing
-  happens there, in the read loop; committing is a task, as discord.py's own events are.
+  builds its ``Message`` from it (building one consumes parts of the dict and adds to
+  others; the event's ``raw`` is normalize's own copy). Normalizing happens there, in the
+  read loop; committing is a task, as discord.py's own events are.
 - Every parser is wrapped so that one dispatch discord.py cannot parse (a partial
   MESSAGE_UPDATE Discord really sends, a field it does not expect) is skipped with a
   ``discord.dispatch_skipped`` line. Unwrapped, the exception leaves ``Client.connect``
@@ -235,14 +236,18 @@ class GatewayIngress:
         channel_id: int,
         payloads: Sequence[Mapping[str, Any]],
         channel: Channel | None = None,
+        guild_id: str | None = None,
     ) -> None:
         """Commit the messages' events and the channel's last seen id in one transaction."""
-        events, last = self._sort(payloads, channel)
+        events, last = self._sort(payloads, channel, guild_id)
         if last:
             await inbox.accept(events, cursors={cursor_name(channel_id): str(last)})
 
     def _sort(
-        self, payloads: Sequence[Mapping[str, Any]], channel: Channel | None = None
+        self,
+        payloads: Sequence[Mapping[str, Any]],
+        channel: Channel | None = None,
+        guild_id: str | None = None,
     ) -> tuple[list[Event], int]:
         """The events among ``payloads`` (the rest is logged) and the newest id seen."""
         events: list[Event] = []
@@ -251,7 +256,7 @@ class GatewayIngress:
             where = location(data)
             if where is not None:
                 last = max(last, where[1])
-            outcome = message(data, self._bot, self._servers, channel=channel)
+            outcome = message(data, self._bot, self._servers, channel=channel, guild_id=guild_id)
             if isinstance(outcome, Event):
                 events.append(outcome)
             else:

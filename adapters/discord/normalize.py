@@ -16,7 +16,9 @@ a forwarded message, a sticker, a poll, an embed — described (:mod:`.content`)
 channel names, a thread's parent and cached members come from :class:`Servers`: a server
 missing from it reads as discord.py reads a server it has not cached (``@deleted-role``,
 ``#deleted-channel``, names from the payload only). A message event keeps its payload in
-``Event.raw``.
+``Event.raw``, as sent: a deep copy, because discord.py parses the same dict right after
+and writes into it (the author's ``member`` gains ``user``, a mention loses its
+``member``), and a shallow one would show that in ``raw``.
 
 A reply is a reference of type 0 into the same server; a forward (type 1) and a crosspost
 (an announcement copied from another server) reference a message too, but are not
@@ -26,6 +28,7 @@ replies: where they came from is in ``meta["forwarded_from"]`` or
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -153,15 +156,17 @@ def message(
     *,
     edited: str | None = None,
     channel: Channel | None = None,
+    guild_id: str | None = None,
 ) -> Event | Dropped:
     """One message (MESSAGE_CREATE's ``d`` or a REST history item) → an :class:`Event`.
 
     ``edited`` (the payload's ``edited_timestamp``) makes it an edit of that message.
     ``channel`` is the message's channel when the caller knows it better than the cache
-    (a backfill fetched it: an archived thread is not cached).
+    (a backfill fetched it: an archived thread is not cached), and ``guild_id`` its
+    server, for a payload that does not say (REST history items never do).
     """
     try:
-        return _message(read.mapping(data, "message"), bot, servers, edited, channel)
+        return _message(read.mapping(data, "message"), bot, servers, edited, channel, guild_id)
     except read.Malformed as exc:
         return Dropped(SKIPPED, f"malformed: {exc}")
     except Exception as exc:  # a shape nobody foresaw: skip it, never fail ingress
@@ -203,6 +208,7 @@ def _message(
     servers: Servers,
     edited: str | None,
     channel: Channel | None,
+    known_guild: str | None,
 ) -> Event | Dropped:
     message_id = read.snowflake(data.get("id"), "id")
     channel_id = read.snowflake(data.get("channel_id"), "channel_id")
@@ -216,7 +222,7 @@ def _message(
     kind = read.integer(data.get("type"), "type")
     if kind not in _ANSWERED:
         return Dropped(SKIPPED, f"system message ({_MESSAGE_TYPES.get(kind, f'unknown_{kind}')})")
-    guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id")
+    guild_id = read.optional_snowflake(data.get("guild_id"), "guild_id") or known_guild
     server = servers.get(guild_id) if guild_id is not None else None
     chat_type: ChatType = "dm" if guild_id is None else "group"
     mentioned = content.mentioned_users(data.get("mentions"), in_server=server is not None)
@@ -263,7 +269,7 @@ def _message(
         attachments=said.attachments,
         timestamp=read.time(edited, "edited_timestamp") if edited else read.created(message_id),
         meta=meta,
-        raw=dict(data),
+        raw=copy.deepcopy(dict(data)),
     )
 
 

@@ -24,12 +24,15 @@ from tests.fakes.discord_api import (
     BOT_USER,
     CHANNEL_ID,
     DM_CHANNEL_ID,
+    GUILD_ID,
     MESSAGE_CONTENT,
     OTHER_BOT,
+    OTHER_BOT_ID,
     THREAD_ID,
     TOKEN,
     FakeDiscord,
     iso,
+    member,
 )
 from tests.support.config import events_named, make_settings, write_config
 from tests.support.discord import LONG_REPLY, discord_running, discord_settings, router, section
@@ -160,6 +163,49 @@ async def test_a_message_posted_while_killed_is_backfilled_and_answered_once(
     text = log.read_text()
     assert '"discord.backfilled"' in text
     assert fake.token not in text
+
+
+# -- Event.raw is the payload as Discord sent it ----------------------------------------
+
+
+async def test_a_server_messages_raw_is_the_payload_the_gateway_sent(
+    tmp_path: Path, fake: FakeDiscord
+) -> None:
+    """discord.py's parser writes into a payload once Tether has read it: the author's
+    ``member`` gains ``user``, a mention of someone it has not cached loses its
+    ``member``. The stored event's ``raw`` is what Discord sent."""
+    async with discord_running(discord_settings(tmp_path, fake), fake) as (gateway, _accepts):
+        sent = fake.message(CHANNEL_ID, f"what does <@{OTHER_BOT_ID}> say?", mention_bot=True)
+        sent["mentions"] = [{**person, "member": member()} for person in (BOT_USER, OTHER_BOT)]
+        as_sent = json.loads(json.dumps(sent))
+        await fake.dispatch("MESSAGE_CREATE", sent)
+        await fake.wait_for(lambda: len(fake.sent) >= 1)
+        await gateway.drain()
+        row = await gateway.store.inbox_row(f"dc:msg:{sent['id']}")
+    assert row is not None and "member" in as_sent and "user" not in as_sent["member"]
+    assert row.event.raw == as_sent
+
+
+async def test_a_backfilled_messages_raw_is_the_history_item_rest_sent(
+    tmp_path: Path, fake: FakeDiscord
+) -> None:
+    """History items carry no ``guild_id``; the backfill knows the server from the channel
+    and tells normalize so, without writing it into the payload."""
+    settings = discord_settings(tmp_path, fake)
+    async with discord_running(settings, fake) as (gateway, _accepts):
+        before = await fake.say(CHANNEL_ID, "before", mention_bot=True)
+        await fake.wait_for(lambda: len(replies_to(fake, before)) >= 1)
+        await gateway.drain()
+    await fake.wait_for(lambda: fake.connected == 0)
+    missed = fake.post(fake.message(CHANNEL_ID, "while you were away", mention_bot=True))
+    async with discord_running(settings, fake) as (gateway, _accepts):
+        await fake.wait_for(lambda: len(replies_to(fake, missed)) >= 1)
+        await gateway.drain()
+        row = await gateway.store.inbox_row(f"dc:msg:{missed['id']}")
+    as_rest_sent = {k: v for k, v in missed.items() if k not in ("guild_id", "member")}
+    assert row is not None and row.event.raw == as_rest_sent
+    assert row.event.meta["guild_id"] == str(GUILD_ID)
+    assert row.event.conversation.chat_type == "group"
 
 
 # -- Done when: a send failed with 500 is retried with the identical nonce --------------

@@ -8,6 +8,7 @@ corpus of real payloads (../shared/corpus/discord, when present).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -122,9 +123,29 @@ def mentioning_bot(content: str, **fields: Any) -> dict[str, Any]:
     return in_server(f"<@{BOT_ID}> {content}", **fields)
 
 
+def scribble(value: Any) -> None:
+    """Change every object and list inside ``value`` in place, as discord.py's parser
+    changes a payload after Tether has read it (a member gains ``user``, a mention loses
+    its ``member``), and more."""
+    if isinstance(value, dict):
+        for inner in list(value.values()):
+            scribble(inner)
+        value["scribbled"] = True
+    elif isinstance(value, list):
+        for inner in value:
+            scribble(inner)
+        value.append("scribbled")
+
+
 def outcome_of(payload: Any, expected: type[T], **kwargs: Any) -> T:
-    outcome = message(payload, kwargs.pop("bot", BOT), kwargs.pop("servers", SERVERS), **kwargs)
+    """``message()`` of ``payload``; an event's ``raw`` is checked to be the payload as
+    sent, sharing nothing with it: whatever changes the payload afterwards leaves it."""
+    given = copy.deepcopy(payload)
+    outcome = message(given, kwargs.pop("bot", BOT), kwargs.pop("servers", SERVERS), **kwargs)
     assert isinstance(outcome, expected), outcome
+    if isinstance(outcome, Event):
+        scribble(given)
+        assert outcome.raw == payload
     return outcome
 
 

@@ -9,6 +9,7 @@ tests/adapters/discord/test_discord.py (through ``discord_running`` and the shar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -22,8 +23,9 @@ from tests.support.config import CORPUS as SHARED_CORPUS
 from tests.support.config import events_named
 from tests.support.discord import discord_running, discord_settings
 from tether.adapters.discord.ingress import GatewayIngress
-from tether.adapters.discord.normalize import Bot
+from tether.adapters.discord.normalize import Bot, message
 from tether.config.schema import DiscordConfig
+from tether.events import Event
 
 
 @pytest.fixture
@@ -147,3 +149,35 @@ async def test_no_corpus_payload_escapes_the_parsers_tether_wraps() -> None:
     skipped = events_named(logs, "discord.dispatch_skipped")
     assert skipped, "the corpus holds payloads discord.py cannot parse"
     assert {line["dispatch"] for line in skipped} <= {frame["t"] for frame in frames}
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no corpus at {CORPUS}")
+async def test_every_corpus_messages_raw_stays_the_payload_as_sent_once_discord_py_parsed_it() -> (
+    None
+):
+    """The read loop's order for each message: Tether normalizes the payload, then
+    discord.py parses the same dict and writes into it (a member gains ``user``, a
+    mention loses its ``member``). The event's ``raw`` keeps the payload as it came."""
+    client = discord.Client(intents=discord.Intents.default())
+    parsers = client._connection.parsers  # discord.py's own, not wrapped: nothing is taken
+    bot = Bot(id=str(BOT_ID), require_mention=False, ignore_bots=False)
+    changed: list[str] = []
+    events = 0
+    try:
+        for path in sorted(CORPUS.glob("*.json")):
+            frame = json.loads(path.read_text())
+            if frame["t"] not in ("MESSAGE_CREATE", "MESSAGE_UPDATE"):
+                continue
+            data, as_sent = frame["d"], json.loads(json.dumps(frame["d"]))
+            edited = data.get("edited_timestamp") if frame["t"] == "MESSAGE_UPDATE" else None
+            outcome = message(data, bot, edited=str(edited) if edited else None)
+            with contextlib.suppress(Exception):  # what discord.py cannot parse (see above)
+                parsers[frame["t"]](data)
+            if isinstance(outcome, Event):
+                events += 1
+                if outcome.raw != as_sent:
+                    changed.append(path.name)
+    finally:
+        await client.close()
+    assert events >= 40  # nearly every message in the corpus is one
+    assert changed == []
