@@ -12,12 +12,14 @@ import pytest
 import structlog
 
 from tests.fakes.discord_api import DM_CHANNEL_ID, FakeDiscord
+from tests.fakes.feishu_api import APP_ID, APP_SECRET, ENCRYPT_KEY, VERIFICATION_TOKEN, FakeFeishu
 from tests.fakes.telegram_api import FakeTelegram
 from tests.support.config import db_rows, events_named, make_settings
 from tests.support.gateway import running
 from tether import Context, Router
 from tether.adapters.base import Sent
 from tether.adapters.discord.send import send_nonce
+from tether.adapters.feishu.send import send_uuid
 from tether.adapters.loopback import LoopbackAdapter
 from tether.errors import SendAmbiguous, SendFatal, SendRetryable
 from tether.events import Conversation, Event, OutMessage
@@ -341,3 +343,32 @@ async def test_discord_an_edit_of_an_unknown_message_arrives_once_under_the_rows
     assert status == "sent" and platform_id == message["id"]
     assert message["content"] == "the whole answer"
     assert message["nonce"] == send_nonce(key)
+
+
+@pytest.mark.slow
+async def test_feishu_an_edit_of_a_missing_message_arrives_once_under_the_rows_uuid(
+    tmp_path: Path, feishu: FakeFeishu
+) -> None:
+    """The handler answers a loopback message into a Feishu chat, editing a message that is
+    not there (Feishu: 400, code 230001): a new message, with the row's uuid."""
+    platform = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": feishu.domain,
+                "mode": "webhook", "verification_token": VERIFICATION_TOKEN,
+                "encrypt_key": ENCRYPT_KEY, "rate_limits": False}  # fmt: skip
+    settings = make_settings(
+        tmp_path, http={"enabled": True, "port": 0}, platforms={"feishu": platform}
+    )
+    router = Router()
+
+    @router.text()
+    async def handle(ctx: Context) -> None:
+        await ctx.send("feishu:oc_team", "the whole answer", meta={EDIT_META: "om_gone"})
+
+    async with running(settings, router, LoopbackAdapter()) as (gw, loop):
+        await loop.say("hello")
+        await gw.drain()
+    [(key, status, _attempts, platform_id)] = edit_rows(tmp_path)
+    [message] = feishu.messages
+    assert status == "sent" and platform_id == message["message_id"]
+    assert message["chat_id"] == "oc_team" and message["uuid"] == send_uuid(key)
+    [refused] = [call for call in feishu.calls if call.path.endswith("/messages/om_gone")]
+    assert refused.status == 400
