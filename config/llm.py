@@ -96,6 +96,18 @@ class LLMConfig(Section):
     #: Tried in order when the chosen model answers 5xx, times out or cannot be reached.
     fallbacks: list[str] = []
     circuit_breaker: CircuitBreakerConfig = CircuitBreakerConfig()
+    #: The longest anything waits for the model, in seconds: a key cooling after a 429
+    #: (a provider asking for more, even ``inf``, is capped at this, and said out loud),
+    #: an event waiting in ``retry_wait`` for a key or a probe. An event no model can
+    #: answer within this of its arrival is answered with ``busy_notice`` instead.
+    max_retry_after: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    #: The answer when no model can answer in time (rate limited, breakers open): the
+    #: person is told, not left waiting; their next message is tried afresh.
+    busy_notice: str = Field(
+        default="The model is unavailable right now, so I could not answer this."
+        " Please try again in a few minutes.",
+        min_length=1,
+    )
 
     @field_validator("models")
     @classmethod

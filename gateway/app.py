@@ -127,6 +127,7 @@ class Gateway:
             queue_size=settings.pipeline.queue_size,
             store=self.store,
         )
+        self.turns.lanes = self.dispatcher  # /stop reaches a turn waiting in its lane
         self.inbox = Inbox(
             self.store, self.dispatcher, settings.agent.group_sessions, parts.throttle
         )
@@ -142,6 +143,7 @@ class Gateway:
             self.inbox.accept,
             lambda: self.pipeline.running,
             check_target=scheduler,
+            readings=lambda: self.llm.readings() if self.llm else [],
         )
         #: Cron jobs are ingress too: started after the adapters, stopped before them.
         self.scheduler = (

@@ -14,7 +14,7 @@ the CLI's inspection commands can build a router without a gateway.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tether.adapters.base import Adapter
@@ -31,7 +31,7 @@ from tether.gateway.core.throttle import Throttle
 from tether.gateway.handler.plugins import check_job_handlers, import_router
 from tether.gateway.handler.routing import Router
 from tether.gateway.llm.client import LLM
-from tether.gateway.ops.alerts import Accept, Alerts
+from tether.gateway.ops.alerts import Accept, Alerts, Reading
 from tether.gateway.ops.watchdog import Watchdog
 from tether.memory.store import Store
 from tether.scheduler.jobs import Job, check_targets, load_jobs
@@ -169,8 +169,10 @@ def build_watchdog(
     running: Callable[[], Mapping[str, tuple[str, float]]],
     *,
     check_target: bool,
+    readings: Callable[[], Iterable[Reading]] = tuple,
 ) -> Watchdog | None:
-    """The gateway watching itself (``ops.watchdog``), telling ``ops.alerts.deliver``."""
+    """The gateway watching itself (``ops.watchdog``), telling ``ops.alerts.deliver``;
+    ``readings`` are the checks of parts above the watchdog's floor (the model's keys)."""
     ops = settings.ops
     target = ops.alerts.target
     if check_target and target and target.platform not in adapters():
@@ -179,5 +181,11 @@ def build_watchdog(
         return None
     alerts = Alerts(ops.alerts, store, accept)
     return Watchdog(
-        ops.watchdog, store, adapters, alerts, running, settings.pipeline.handler_timeout
+        ops.watchdog,
+        store,
+        adapters,
+        alerts,
+        running,
+        settings.pipeline.handler_timeout,
+        readings=readings,
     )

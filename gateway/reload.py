@@ -7,12 +7,14 @@ the running configuration as it was and is logged as ``config.reload_failed`` wi
 reason (the key path, for a config error). Then the swap cannot fail half-way: the
 pipeline takes the new router (access lists, personas, plugins) and LLM for the events
 it starts from now on, while an event already running finishes with the ones it started
-with; a changed platform's old adapter stops its ingress (what it fetched is committed,
-the rest stays with the platform) and the new one takes over from the stored cursor;
-changed jobs get a new scheduler, whose catch-up asks the ledger what a changed
-schedule owes, as at a restart. Settings the running parts were built around (the
-store, the HTTP server, the pipeline's and outbox's limits, logging, a platform added,
-removed or on a webhook) are reported as needing a restart and left as they are.
+with (the old LLM is closed once the last of them is done: each holds a connection pool
+and a megabyte, which twenty reloads used to keep until the stop); a changed platform's
+old adapter stops its ingress (what it fetched is committed, the rest stays with the
+platform) and the new one takes over from the stored cursor; changed jobs get a new
+scheduler, whose catch-up asks the ledger what a changed schedule owes, as at a restart.
+Settings the running parts were built around (the store, the HTTP server, the pipeline's
+and outbox's limits, logging, a platform added, removed or on a webhook) are reported as
+needing a restart and left as they are.
 
 The running gateway keeps a small state file (:func:`state_path`, keyed by the config
 file's path) with its pid and the outcome of its latest reload: ``tether reload``
@@ -194,7 +196,9 @@ class Reloader:
         self._state = state_path(config_path)
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[bool]] = set()
+        #: Swapped out by a reload, not yet closed: each closes when its events are done.
         self._retired_llms: list[LLM] = []
+        self._retiring: set[asyncio.Task[None]] = set()
         self._retired_adapters: list[Adapter] = []
         self.generation = 0
         self._announced = False
@@ -259,7 +263,7 @@ class Reloader:
         self._swapping = True
         try:
             if gateway.llm:
-                self._retired_llms.append(gateway.llm)  # events running on it still use it
+                self._retire(gateway.llm)  # events running on it still use it
             gateway.apply(parts)
             for name, adapter in fresh.items():
                 # a send in flight on the old one finishes; it is closed at stop
@@ -296,6 +300,24 @@ class Reloader:
             raise
         return fresh
 
+    def _retire(self, llm: LLM) -> None:
+        self._retired_llms.append(llm)
+        task = asyncio.create_task(self._close_when_unused(llm), name="llm-retire")
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _close_when_unused(self, llm: LLM) -> None:
+        try:
+            await llm.retire()
+        except Exception:
+            log.exception("llm.close_failed")
+        self._retired_llms.remove(llm)  # cancelled instead (the stop): close() closes it
+        log.info("llm.retired", clients_open=llm.clients_open())
+
+    async def retired(self) -> None:
+        """Wait until every LLM that reloads retired is closed (once its events are done)."""
+        await asyncio.gather(*self._retiring, return_exceptions=True)
+
     async def cancel(self) -> None:
         """Gateway stop, first: a reload still preparing is abandoned (it closes what it
         opened); one already swapping finishes, so the stop sees one configuration."""
@@ -311,6 +333,9 @@ class Reloader:
         for adapter in self._retired_adapters:
             with contextlib.suppress(Exception):
                 await adapter.close()
+        for task in list(self._retiring):  # the events they waited for are over or cut off
+            task.cancel()
+        await asyncio.gather(*self._retiring, return_exceptions=True)
         for llm in self._retired_llms:
             with contextlib.suppress(Exception):
                 await llm.close()

@@ -3,7 +3,14 @@ dispatcher imports and so must stay free of the handler machinery imported here)
 
 from __future__ import annotations
 
-from tether.gateway.core.stop import COMMAND, NOTHING_RUNNING, STOPPED_ANSWER, Turns, request
+from tether.gateway.core.stop import (
+    COMMAND,
+    NOTHING_RUNNING,
+    STOPPED_ANSWER,
+    STOPPED_WAITING,
+    Turns,
+    request,
+)
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Router
 
@@ -16,10 +23,17 @@ def stop_router(turns: Turns) -> Router:
 
     @router.command(COMMAND)
     async def stop(ctx: Context) -> None:
-        """Stop the conversation's running turn and say so, once."""
-        stopped = turns.stop(ctx.conversation)
-        if stopped is None and turns.store is not None:  # maybe in another process
-            stopped = await request(turns.store, ctx.conversation, ctx.event.key)
-        await ctx.reply(STOPPED_ANSWER if stopped else NOTHING_RUNNING, quote=False)
+        """Stop the conversation's running turn, or the one waiting to be tried again,
+        and say which, once."""
+        answer = NOTHING_RUNNING
+        if turns.stop(ctx.conversation):
+            answer = STOPPED_ANSWER
+        elif turns.stop_waiting(ctx.conversation):
+            answer = STOPPED_WAITING
+        elif turns.store is not None:  # maybe in another process
+            found = await request(turns.store, ctx.conversation, ctx.event.key)
+            if found is not None:
+                answer = STOPPED_ANSWER if found.status == "running" else STOPPED_WAITING
+        await ctx.reply(answer, quote=False)
 
     return router

@@ -8,7 +8,9 @@ stop) are :mod:`tether.gateway.core.lanes`. What is the dispatcher's own:
 - **What is known**: queued events, and those finished lately, so that the inbox sweep
   does not resubmit an event from a stale read (:meth:`Dispatcher.knows`).
 - **Retries wait in their lane**: the runner returns when to try again, which becomes the
-  row's ``retry_at``; the lane holds its place until then, so order holds.
+  row's ``retry_at``; the lane holds its place until then, so order holds. A waiting row
+  is run at once when the store says it was requeued (``tether dead retry``, the
+  console: :meth:`Dispatcher.requeued`) or ``/stop`` calls it off (:meth:`Dispatcher.wake`).
 - **A failing store pauses the lane**: the runner handles handler errors itself, so an
   exception out of it is the store; the event is kept and tried again after a pause.
   An outage that fails every lane is one ``lane.error`` with its traceback, then a count
@@ -77,6 +79,8 @@ class Dispatcher:
         self._store_errors = Streak(log, "lane.error", recovered="lane.recovered")
         #: ``/stop`` rows running beside their lanes.
         self._beside: set[asyncio.Task[None]] = set()
+        #: Per conversation, the row waiting in its lane for a retry, and since when.
+        self._waiting: dict[str, tuple[InboxRow, float]] = {}
 
     @property
     def depth(self) -> int:
@@ -95,6 +99,8 @@ class Dispatcher:
         """Queue rows in their conversations' lanes; a row already queued is skipped."""
         lanes = self._lanes
         rows = [row for row in rows if not self._beside_lane(row)]
+        for row in rows:
+            self.requeued(row, time.monotonic())
         if lanes.shared:
             for conversation in dict.fromkeys(row.conversation for row in rows):
                 lanes.poke(conversation)
@@ -137,8 +143,32 @@ class Dispatcher:
         """Shared store: look at ``conversation``'s lane (new events may be there)."""
         self._lanes.poke(conversation)
 
+    def waiting(self, conversation: str) -> str | None:
+        """The key of the event waiting in ``conversation``'s lane for its retry, if any."""
+        held = self._waiting.get(conversation)
+        return held[0].key if held else None
+
+    def wake(self, conversation: str) -> bool:
+        """Run the event waiting in ``conversation``'s lane now, not at its retry time."""
+        return self._lanes.wake(conversation)
+
+    def requeued(self, row: InboxRow, since: float) -> bool:
+        """``row``, as the store read it at ``since`` (``time.monotonic()``), is received
+        again while its lane holds it waiting since before that read: an operator
+        requeued it, so it runs now, with the attempts the requeue reset."""
+        held = self._waiting.get(row.conversation)
+        if row.status != "received" or held is None or held[0].key != row.key:
+            return False
+        if held[1] >= since:
+            return False  # the read is older than the wait: its "received" is stale
+        held[0].attempts, held[0].retry_at = row.attempts, None
+        log.info("lane.requeued", key=row.key, conversation=row.conversation)
+        return self._lanes.wake(row.conversation)
+
     async def _attempt(self, conversation: str, row: InboxRow) -> bool:
         """One run of ``row``; True when it is finished, else its ``retry_at`` is set."""
+        if (held := self._waiting.get(conversation)) and held[0] is row:
+            del self._waiting[conversation]
         try:
             retry_at = await self._run(row)
             self._failures.pop(conversation, None)
@@ -152,6 +182,7 @@ class Dispatcher:
         if retry_at is None:
             return True
         row.retry_at = retry_at
+        self._waiting[conversation] = (row, time.monotonic())
         return False
 
     def _done(self, row: InboxRow) -> None:

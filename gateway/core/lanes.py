@@ -90,6 +90,8 @@ class Lanes(Generic[Row]):
         self._running: set[str] = set()
         #: Shared keys poked while their worker was busy: it looks again before it leaves.
         self._dirty: set[str] = set()
+        #: Keys whose head row waits for its due time, and what ends the wait early.
+        self._waiting: dict[str, asyncio.Event] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self.stopping = False
@@ -128,6 +130,15 @@ class Lanes(Generic[Row]):
         self._workers[key] = asyncio.create_task(
             self._work_shared(key, self._shared), name=f"{self._task}:{key}"
         )
+
+    def wake(self, key: str) -> bool:
+        """``key``'s row that waits for its due time is tried now instead (an operator
+        requeued it, ``/stop`` called it off); False when none of its rows waits."""
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            return False
+        waiting.set()
+        return True
 
     async def _work(self, key: str) -> None:
         lane = self._lanes[key]
@@ -195,7 +206,13 @@ class Lanes(Generic[Row]):
         """Wait until ``row`` is due, then one attempt within a slot; True when finished."""
         due = self._due(row)
         if due is not None and (wait := due - time.time()) > 0:
-            await asyncio.sleep(wait)
+            woken = self._waiting[key] = asyncio.Event()
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), wait)  # or until wake(key)
+            finally:
+                if self._waiting.get(key) is woken:
+                    del self._waiting[key]
             if self.stopping:
                 return False
         async with self._slots:

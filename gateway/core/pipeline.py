@@ -8,11 +8,19 @@ checkpointed like success. A :class:`Retryable` (or any unexpected) error waits 
 exponential backoff and full jitter; :class:`Fatal`, or the last allowed attempt, buries
 the event in ``dead_letters`` with a snapshot of what it saw, and with one short notice
 (``pipeline.dead_notice``) to the person, so that giving up is never silence.
+
+A model that cannot answer now (:class:`~tether.gateway.llm.waits.ModelBusy`: rate
+limited, breakers open) is not a failure: the event waits for it in ``retry_wait`` while
+its answer can still come within ``llm.max_retry_after`` of its arrival, and is otherwise
+answered with ``llm.busy_notice`` and done (``event.unanswered``), never dead-lettered for
+it; the conversation's next message is tried afresh. A turn stopped by ``/stop`` while it
+waited (:meth:`~tether.gateway.core.stop.Turns.called_off`) is done without running again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +43,7 @@ from tether.gateway.handler.context import Context, Turn
 from tether.gateway.handler.routing import Router, call
 from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
+from tether.gateway.llm.waits import ModelBusy
 from tether.keys import dead_key, outbox_key
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow
 from tether.memory.roles import EventStore, OutboxStore
@@ -77,6 +86,9 @@ class Pipeline:
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""
+        if await self.turns.called_off(row):  # /stop while it waited in retry_wait
+            await self._called_off(row)
+            return None
         await self.store.begin(row)
         event = row.event
         elog = log.bind(key=row.key, conversation=row.conversation, attempt=row.attempts)
@@ -86,6 +98,9 @@ class Pipeline:
         metrics.labelled(metrics.EVENTS, event.platform, "started").inc()
         turn = Turn(self.store, self.adapters, self.llm, self.tools, self._downloads)
         ctx = Context(event, row.conversation, row.attempts, elog, turn)
+        llm = turn.llm  # this run's client to its end: a reload retires it only after
+        if llm is not None:
+            llm.acquire()
         started = time.monotonic()
         route_name = None
         try:
@@ -104,6 +119,10 @@ class Pipeline:
                                 await call(route, middlewares, ctx)
                             except BudgetExceeded as exc:  # logged where it was raised
                                 await ctx.reply(exc.reply)
+                            except ModelBusy as busy:
+                                if not self._tell_now(row, busy):
+                                    raise
+                                await self._unanswered(ctx, busy)
                 except TimeoutError:
                     if not self.turns.stopped(row.key):
                         raise
@@ -122,6 +141,8 @@ class Pipeline:
             return await self._retry(row, exc, elog, started)
         finally:
             self.running.pop(row.key, None)
+            if llm is not None:
+                llm.release()
         duration = time.monotonic() - started
         metrics.HANDLER_SECONDS.observe(duration)
         metrics.labelled(metrics.EVENTS, event.platform, "done").inc()
@@ -159,8 +180,44 @@ class Pipeline:
                 out.append(message.model_copy(update=update))
         return out
 
+    def _tell_now(self, row: InboxRow, busy: ModelBusy) -> bool:
+        """Tell the person now, or wait for the model in ``retry_wait``? Wait only while
+        the answer can still come within ``llm.max_retry_after`` of the event's arrival
+        (a provider that asked for longer than that will not make it), and never into a
+        last attempt: a model that is only unavailable does not dead-letter the event.
+        With nobody to tell (a cron fire without a chat) it waits like any retry."""
+        if row.event.conversation.target().platform not in self.adapters:
+            return False
+        if busy.capped or row.attempts >= self.config.max_attempts:
+            return True
+        now = time.time()
+        arrived = min(row.event.timestamp.timestamp(), now)
+        return now + (busy.retry_after or 0.0) > arrived + busy.bound
+
+    async def _unanswered(self, ctx: Context, busy: ModelBusy) -> None:
+        """No model can answer in time: the person is told, and the event is done."""
+        await ctx.reply(busy.notice)
+        platform = ctx.event.platform
+        metrics.labelled(metrics.EVENTS, platform, "unanswered").inc()
+        ctx.log.warning(
+            "event.unanswered",
+            error=redactor.scrub(str(busy)),
+            retry_after_s=round(busy.retry_after or 0.0, 3),
+            capped=busy.capped,
+        )
+
+    async def _called_off(self, row: InboxRow) -> None:
+        """A turn ``/stop`` called off while it waited: done, nothing run or sent (the
+        ``/stop`` itself said what it stopped)."""
+        rows = await self.store.checkpoint(row.key, [], [])
+        metrics.labelled(metrics.EVENTS, row.event.platform, "done").inc()
+        log.info("event.done", key=row.key, conversation=row.conversation, stopped=True)
+        self.on_checkpoint(rows)
+
     async def _retry(self, row: InboxRow, exc: Exception, elog: Any, started: float) -> float:
         retry_after = exc.retry_after if isinstance(exc, Retryable) else None
+        if retry_after is not None and not 0 <= retry_after < math.inf:
+            retry_after = None  # inf, nan or negative: no wait anyone can mean; back off
         delay = (
             retry_after
             if retry_after is not None

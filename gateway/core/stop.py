@@ -18,13 +18,20 @@ letter) with what it had already queued plus :data:`STOPPED_NOTICE`; the steps i
 finished are kept (they were saved as they finished). Logs ``turn.stopped`` (the
 stopped event's key and how long it ran) and counts ``tether_turns_stopped_total``.
 
+A turn that waits in ``retry_wait`` (for the model, for a service that asked to be tried
+later) holds its lane as surely as a running one, so ``/stop`` ends it too: the lane that
+holds it (:class:`WaitingLanes`, the dispatcher) names it and is woken, and its next
+run (:meth:`Turns.called_off`) checkpoints it done without running the handler again;
+``/stop`` answers :data:`STOPPED_WAITING` (``turn.stopped`` with ``waiting: true``).
+
 Where the store is shared by several processes (PostgreSQL), the turn may run in
 another process than the one that received ``/stop``. That one then finds the running
 event in the conversation's lane in the store and writes its key to the cursor
 ``stop:{conversation}`` (:func:`request`); each process that runs turns on a shared
 store reads those cursors every :data:`POLL` seconds while it runs any, and stops the
-turn whose key is asked for (``turn.stopped`` with ``requested: true``). Keys, not
-clocks: a request for a turn that already ended matches nothing.
+turn whose key is asked for (``turn.stopped`` with ``requested: true``); a turn waiting
+in another process's lane reads the request at its next run. Keys, not clocks: a request
+for a turn that already ended matches nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ STOPPED = Counter("tether_turns_stopped_total", "Running turns cancelled by /sto
 STOPPED_NOTICE = "Stopped."
 #: The ``/stop`` event's own answers.
 STOPPED_ANSWER = "Stopped the running answer."
+STOPPED_WAITING = "Stopped the answer that was waiting to be tried again."
 NOTHING_RUNNING = "Nothing is running."
 COMMAND = "stop"
 #: Seconds between looks at the stop requests of other processes (shared store only).
@@ -72,7 +80,19 @@ class StopRequests(Protocol):
 
     async def lane(self, conversation: str) -> list[InboxRow]: ...
 
+    async def cursor(self, name: str) -> str | None: ...
+
     async def set_cursor(self, name: str, value: str) -> None: ...
+
+
+class WaitingLanes(Protocol):
+    """The lanes that hold turns waiting to be retried (the dispatcher)."""
+
+    def waiting(self, conversation: str) -> str | None:
+        """The key of the event waiting for its retry at the head of the lane, if any."""
+
+    def wake(self, conversation: str) -> bool:
+        """Run the lane's waiting event now instead of at its retry time."""
 
 
 def is_stop(event: Event) -> bool:
@@ -98,6 +118,10 @@ class Turns:
         #: A shared store: stop requests of other processes are read from it.
         self.store = store if store is not None and store.shared else None
         self._watcher: asyncio.Task[None] | None = None
+        #: The lanes, for turns that wait to be retried (set once the dispatcher is built).
+        self.lanes: WaitingLanes | None = None
+        #: Keys of waiting turns ``/stop`` called off, until their next run sees it.
+        self._called_off: set[str] = set()
 
     @contextlib.contextmanager
     def running(self, conversation: str, event: Event, deadline: asyncio.Timeout) -> Iterator[None]:
@@ -161,14 +185,45 @@ class Turns:
             return True
         return False
 
+    def stop_waiting(self, conversation: str) -> str | None:
+        """Call off ``conversation``'s turn that waits in ``retry_wait`` in this process:
+        its lane is woken and its next run ends it. Its event key, or None if none waits."""
+        key = self.lanes.waiting(conversation) if self.lanes is not None else None
+        if key is None or key in self._called_off:
+            return None
+        self._called_off.add(key)
+        STOPPED.inc()
+        log.info("turn.stopped", key=key, conversation=conversation, waiting=True)
+        assert self.lanes is not None
+        self.lanes.wake(conversation)
+        return key
 
-async def request(store: StopRequests, conversation: str, own_key: str) -> str | None:
-    """Ask the process running ``conversation``'s turn to stop it (shared store): the
-    running event's key, or None when the store shows none running."""
-    running = [row.key for row in await store.lane(conversation) if row.status == "running"]
-    running = [key for key in running if key != own_key]
-    if not running:
+    async def called_off(self, row: InboxRow) -> bool:
+        """Is this run of ``row`` one that ``/stop`` called off while it waited? Asked by
+        its pipeline run before anything else; a retry on a shared store also reads
+        whether another process was asked to stop it (:func:`request`)."""
+        if row.key in self._called_off:
+            self._called_off.discard(row.key)
+            return True
+        if self.store is None or row.attempts == 0:
+            return False
+        if await self.store.cursor(stop_cursor(row.conversation)) != row.key:
+            return False
+        where = {"key": row.key, "conversation": row.conversation}
+        log.info("turn.stopped", **where, waiting=True, requested=True)
+        return True
+
+
+async def request(store: StopRequests, conversation: str, own_key: str) -> InboxRow | None:
+    """Ask the process running (or holding the waiting) ``conversation``'s turn to stop
+    it (shared store): that event's row, or None when the store shows none."""
+    rows = [
+        row
+        for row in await store.lane(conversation)
+        if row.status in ("running", "retry_wait") and row.key != own_key
+    ]
+    if not rows:
         return None
-    await store.set_cursor(stop_cursor(conversation), running[0])
-    log.info("turn.stop_requested", key=running[0], conversation=conversation)
-    return running[0]
+    await store.set_cursor(stop_cursor(conversation), rows[0].key)
+    log.info("turn.stop_requested", key=rows[0].key, conversation=conversation)
+    return rows[0]

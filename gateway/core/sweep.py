@@ -93,6 +93,8 @@ class Sweep:
             read_at = time.monotonic()
             rows = await self.store.pending(older_than)
             fresh = [row for row in rows if not self.dispatcher.knows(row.key, read_at)]
+            for row in rows:  # requeued by `tether dead retry` while it waited: run it now
+                self.dispatcher.requeued(row, read_at)
             if fresh:
                 log.info("gateway.swept", events=len(fresh))
                 await self.dispatcher.submit(fresh)

@@ -19,17 +19,24 @@ Each handler gets ``ctx.llm``, a :class:`TaskLLM` bound to its event:
 
 The SDK's own retries are off (``max_retries=0``). A provider's keys are a pool
 (:mod:`.keys`): a 429 cools one key and the call moves to the next at once, a 401,
-402 or 403 takes the key out; only when no key is left does the call raise
-:class:`~tether.errors.Retryable` (every key cooling: the pipeline retries the event
-durably at the earliest end of a cooldown) or :class:`~tether.errors.Fatal` (every key
-refused). An exhausted fallback list is Retryable; 400 and other 4xx are Fatal. A model
-that keeps failing is skipped for a while by its circuit breaker.
+402 or 403 is tried once more and then takes the key out. A model whose keys are all
+cooling, or whose circuit breaker is open, is passed over for the next candidate; when
+none is left the call raises :class:`~.waits.ModelBusy` (a Retryable with the earliest
+time one may answer, never beyond ``llm.max_retry_after``: the pipeline waits for it or
+tells the person), Retryable when the models failed (5xx, timeouts), or
+:class:`~.keys.KeysRefused` (Fatal) when every key was refused. 400 and other 4xx are
+Fatal. A breaker's probe in flight makes the others wait for its verdict, not fail.
+
+A reload builds a new LLM and retires this one: :meth:`LLM.retire` closes its clients
+once no event that started on it is running (:meth:`LLM.acquire` / :meth:`LLM.release`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,15 +47,11 @@ import structlog
 from tether import metrics
 from tether.config.schema import LLMModelConfig, Settings
 from tether.errors import Fatal, Retryable
-from tether.gateway.llm.keys import (
-    Breaker,
-    Key,
-    KeyPool,
-    KeyProblem,
-    KeysRefused,
-    retry_after,
-)
+from tether.gateway.llm.keys import Breaker, Key, KeyPool, KeyProblem, KeysRefused
+from tether.gateway.llm.misses import Misses
 from tether.gateway.llm.stream import creator
+from tether.gateway.llm.waits import ModelBusy, retry_after
+from tether.gateway.ops.alerts import Reading
 from tether.memory import tokens
 
 if TYPE_CHECKING:
@@ -113,11 +116,18 @@ class LLM:
         self.settings = settings
         self.config = settings.llm
         self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
-        self.pools = {name: KeyPool(name, p.keys()) for name, p in self.config.providers.items()}
+        bound = self.config.max_retry_after
+        self.pools = {
+            name: KeyPool(name, p.keys(), bound) for name, p in self.config.providers.items()
+        }
         breaker = self.config.circuit_breaker
         self.breakers = {
             name: Breaker(name, breaker.failures, breaker.cooldown) for name in self.config.models
         }
+        #: Events running on this client: a retired one is closed when none is left.
+        self._users = 0
+        self._unused = asyncio.Event()
+        self._unused.set()
 
     def prepare(self) -> None:
         """Import the SDK and make the clients now (importing ``openai`` takes ~0.6 s, which
@@ -148,6 +158,31 @@ class LLM:
         self._clients.clear()
         for pool in self.pools.values():
             pool.forget()
+
+    def acquire(self) -> None:
+        """An event starts on this client (the pipeline; :meth:`release` when it ends)."""
+        self._users += 1
+        self._unused.clear()
+
+    def release(self) -> None:
+        self._users -= 1
+        if self._users <= 0:
+            self._unused.set()
+
+    async def retire(self) -> None:
+        """A reload swapped in a new client: close this one once no event uses it (each
+        client holds a connection pool and about a megabyte)."""
+        await self._unused.wait()
+        await self.close()
+
+    def clients_open(self) -> bool:
+        return any(not client.is_closed() for client in self._clients.values())
+
+    def readings(self) -> list[Reading]:
+        """One watchdog check per provider (``llm.{provider}``), tripped while every key
+        is out or the provider asked to wait longer than ``llm.max_retry_after``: an
+        alert and a ``/readyz`` reason, the operator's to act on."""
+        return [pool.reading() for pool in self.pools.values()]
 
     def model(self, name: str) -> LLMModelConfig:
         return self.config.models[name]
@@ -204,58 +239,62 @@ class LLM:
         request: Request,
         scope: structlog.typing.FilteringBoundLogger,
     ) -> Completion:
-        """The first answer of ``candidates`` in order, past the open circuit breakers;
-        Retryable when none answered (at a due probe when every one was skipped), Fatal
-        when the only reason is that every key was refused (a model on another provider
-        is still tried first)."""
-        errors: list[str] = []
-        skipped: list[float] = []
-        refused: KeysRefused | None = None
-        for index, candidate in enumerate(candidates):
-            breaker = self.breakers[candidate]
-            if not breaker.allows():
-                skipped.append(breaker.wait())
-                scope.info("llm.breaker_skip", model=candidate)
-                continue
-            estimate = tokens.count_messages(request.messages, self.encoding(candidate))
-            try:
-                completion = await self.complete(candidate, request, estimate)
-            except (Unavailable, KeysRefused) as exc:
-                if isinstance(exc, KeysRefused):
-                    breaker.released()  # the keys failed, not the model
-                    refused = refused or exc
-                else:
-                    breaker.failed()
-                    errors.append(str(exc))
-                following = candidates[index + 1] if index + 1 < len(candidates) else None
-                scope.warning("llm.unavailable", error=str(exc), fallback=following)
-                continue
-            except BaseException:
-                breaker.released()
-                raise
-            breaker.succeeded()
-            return completion
-        if refused is not None and not errors and not skipped:
-            raise refused
-        if not errors:
-            raise Retryable(
-                "no model answered: every circuit breaker is open", retry_after=min(skipped)
-            )
-        raise Retryable("no model answered: " + "; ".join(errors))
+        """The first answer of ``candidates`` in order, past open circuit breakers and
+        rate-limited pools; a model whose probe is in flight is passed over, and asked
+        again once the probe ends if no other candidate answered. Raises what
+        :class:`Misses` makes of the candidates that did not answer."""
+        misses = Misses(self.config.max_retry_after, self.config.busy_notice)
+        remaining = list(candidates)
+        while remaining:
+            probing: list[Breaker] = []
+            for index, candidate in enumerate(remaining):
+                breaker = self.breakers[candidate]
+                if breaker.probing:
+                    probing.append(breaker)
+                    continue
+                if not breaker.allows():
+                    misses.skipped(candidate, breaker.wait())
+                    scope.info("llm.breaker_skip", model=candidate)
+                    continue
+                estimate = tokens.count_messages(request.messages, self.encoding(candidate))
+                try:
+                    completion = await self.complete(candidate, request, estimate)
+                except (Unavailable, KeysRefused, ModelBusy) as exc:
+                    misses.add(exc)
+                    if isinstance(exc, Unavailable):
+                        breaker.failed()
+                    else:
+                        breaker.released()  # the keys failed, not the model
+                    following = remaining[index + 1] if index + 1 < len(remaining) else None
+                    scope.warning("llm.unavailable", error=str(exc), fallback=following)
+                    continue
+                except BaseException:
+                    breaker.released()
+                    raise
+                breaker.succeeded()
+                return completion
+            remaining = [breaker.model for breaker in probing]
+            if probing:  # no other candidate answered: the probe's verdict decides
+                scope.info("llm.breaker_wait", models=remaining)
+                await probing[0].probed()
+        raise misses.error()
 
     async def complete(self, name: str, request: Request, estimate: int) -> Completion:
         """One call to model ``name`` with the first key of its pool that answers."""
         provider = self.model(name).provider
         pool = self.pools[provider]
         refused: list[int] = []
-        for key in pool.order():
+        order = deque(pool.order())
+        while order:
+            key = order.popleft()
             try:
                 completion = await self._call(name, key, request, estimate)
             except KeyProblem as exc:
                 if exc.status == 429:
                     pool.cool(key, exc.retry_after)
+                elif pool.refuse(key, exc.status):
+                    order.append(key)  # once more, after the pool's other keys
                 else:
-                    pool.revoke(key, exc.status)
                     refused.append(exc.status)
                 continue
             pool.answered(key)
@@ -267,9 +306,13 @@ class LLM:
                 f"{name}: every API key of provider {provider!r} was refused ({why});"
                 " they are tried again after a reload"
             )
-        raise Retryable(
+        seconds, capped = wait
+        raise ModelBusy(
             f"{name}: HTTP 429 rate limited on every API key of provider {provider!r}",
-            retry_after=wait,
+            retry_after=seconds,
+            capped=capped,
+            bound=self.config.max_retry_after,
+            notice=self.config.busy_notice,
         )
 
     async def _call(self, name: str, key: Key, request: Request, estimate: int) -> Completion:

@@ -6,12 +6,17 @@ state of one :class:`~tether.gateway.llm.client.LLM`: a reload builds a new LLM,
 is tried again after a reload and never before.
 
 - :class:`KeyPool`: calls go round-robin over the healthy keys. A 429 cools a key down for
-  the provider's ``retry-after`` (else a backoff) and the call moves to the next key at
-  once; 401/402/403 takes the key out. When every key is cooling down the event is retried
-  durably (``retry_wait``) at the earliest end of a cooldown.
+  the provider's ``retry-after`` (else a backoff), never longer than
+  ``llm.max_retry_after`` (:mod:`.waits`), and the call moves to the next key at once.
+  401/402/403 is tried once more (a refusal can be a passing fault of the provider's auth)
+  and takes the key out at the second in a row. When every key is cooling down the call
+  raises :class:`~.waits.ModelBusy` with the earliest end of a cooldown. A pool whose
+  every key is out, or whose provider asked for more than the bound, is a
+  :meth:`KeyPool.problem`: an ops alert and a ``/readyz`` reason until it heals.
 - :class:`Breaker`: after ``llm.circuit_breaker.failures`` consecutive failures a model is
   skipped for ``cooldown`` seconds, then one call probes it (half-open); its answer closes
-  the breaker, its failure opens it again.
+  the breaker, its failure opens it again. Calls that find the probe in flight may wait
+  for its verdict (:meth:`Breaker.probed`) instead of failing while the model may be back.
 
 Keys appear in logs, metrics and ``tether status`` only by a masked id (``…`` and the
 last 4 characters).
@@ -19,10 +24,11 @@ last 4 characters).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from prometheus_client.parser import text_string_to_metric_families
@@ -30,6 +36,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tether import metrics
 from tether.backoff import equal_jitter
 from tether.errors import Fatal
+from tether.gateway.llm.waits import RETRY_AFTER_CAPPED, bounded
+from tether.gateway.ops.alerts import Reading
 
 if TYPE_CHECKING:
     from tether.config.schema import Settings
@@ -71,18 +79,6 @@ class KeyProblem(Exception):
         self.retry_after = retry_after
 
 
-def retry_after(response: Any) -> float | None:
-    """The provider's wait in seconds: ``retry-after-ms`` (OpenAI) or ``retry-after``."""
-    try:
-        millis = response.headers.get("retry-after-ms")
-        if millis is not None:
-            return float(millis) / 1000
-        value = response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, ValueError):
-        return None
-
-
 def key_ids(secrets: list[str]) -> list[str]:
     """The masked id of each key; numbered where two keys end alike."""
     ids: list[str] = []
@@ -100,6 +96,10 @@ class Key:
     revoked: bool = False
     #: Consecutive 429s without ``retry-after``, for the backoff.
     limited: int = 0
+    #: Its cooldown is the bound, not the provider's wish (which was longer).
+    capped: bool = False
+    #: Refusals (401/402/403) in a row: the second takes the key out.
+    refusals: int = 0
 
     def current(self) -> int:
         """The state now: what ``tether_llm_key_state`` shows at each scrape."""
@@ -114,11 +114,17 @@ class Key:
 class KeyPool:
     """The keys of one provider, with their health."""
 
-    def __init__(self, provider: str, secrets: list[str]) -> None:
+    def __init__(self, provider: str, secrets: list[str], bound: float = COOLDOWN_CAP) -> None:
         self.provider = provider
+        #: ``llm.max_retry_after``: the longest a key cools down.
+        self.bound = bound
         ids = key_ids(secrets)
         self.keys = [Key(secret, key_id) for secret, key_id in zip(secrets, ids, strict=True)]
         self._next = 0
+        #: The longest wait the provider asked for beyond the bound, until a key answers.
+        self.asked: float | None = None
+        #: The status that refused the last key taken out.
+        self.refused_with: int | None = None
         for key in self.keys:
             _series.setdefault((provider, key.id), []).append(key)
             metrics.LLM_KEY_STATE.labels(provider, key.id).set_function(key.current)
@@ -133,29 +139,79 @@ class KeyPool:
         return [key for key in rotated if key.state(now) == HEALTHY]
 
     def cool(self, key: Key, retry_after: float | None) -> float:
-        """A 429 on ``key``: not used again for ``retry_after`` (else a backoff)."""
+        """A 429 on ``key``: not used again for ``retry_after`` (else a backoff), and
+        never longer than the bound; a provider asking for more is said out loud."""
         if retry_after is None:
             key.limited += 1
-            retry_after = equal_jitter(key.limited, COOLDOWN_BASE, COOLDOWN_CAP)
+            seconds = equal_jitter(key.limited, COOLDOWN_BASE, min(COOLDOWN_CAP, self.bound))
+            key.capped = False
         else:
             key.limited = 0
-        key.cooling_until = time.monotonic() + max(retry_after, 0.0)
-        log.warning("llm.key_cooling", provider=self.provider, key=key.id, seconds=retry_after)
-        return retry_after
+            seconds, key.capped = bounded(retry_after, self.bound)
+        if key.capped:
+            self.asked = max(self.asked or 0.0, retry_after or 0.0)
+            RETRY_AFTER_CAPPED.labels(self.provider).inc()
+            log.warning(
+                "llm.retry_after_capped",
+                provider=self.provider,
+                key=key.id,
+                asked_s=retry_after,
+                bound_s=self.bound,
+            )
+        key.cooling_until = time.monotonic() + seconds
+        log.warning("llm.key_cooling", provider=self.provider, key=key.id, seconds=seconds)
+        return seconds
 
-    def revoke(self, key: Key, status: int) -> None:
-        """401/402/403: the key is refused until a reload builds a new pool."""
+    def refuse(self, key: Key, status: int) -> bool:
+        """401/402/403 on ``key``: True to try it once more (the first refusal in a row);
+        at the second it is taken out until a reload builds a new pool."""
+        key.refusals += 1
+        if key.refusals < 2:
+            log.warning("llm.key_refused", provider=self.provider, key=key.id, status=status)
+            return True
         key.revoked = True
-        log.error("llm.key_revoked", provider=self.provider, key=key.id, status=status)
+        self.refused_with = status
+        last = all(k.revoked for k in self.keys)
+        log.error("llm.key_revoked", provider=self.provider, key=key.id, status=status, last=last)
+        return False
 
     def answered(self, key: Key) -> None:
-        key.limited = 0
+        key.limited = key.refusals = 0
+        key.capped = False
+        self.asked = None  # the provider is back: its alert clears
 
-    def wait(self) -> float | None:
-        """Seconds until the earliest cooling key is healthy; None when every key is out."""
+    def wait(self) -> tuple[float, bool] | None:
+        """Seconds until the earliest cooling key is healthy, and whether that is the
+        bound rather than the provider's own estimate; None when every key is out."""
         now = time.monotonic()
-        ends = [k.cooling_until - now for k in self.keys if not k.revoked]
-        return max(min(ends), 0.0) if ends else None
+        live = [k for k in self.keys if not k.revoked]
+        if not live:
+            return None
+        first = min(live, key=lambda k: k.cooling_until)
+        return max(first.cooling_until - now, 0.0), first.capped
+
+    def problem(self) -> str | None:
+        """What an operator must act on, for the alert and ``/readyz``: every key taken
+        out, or the provider asking to wait longer than the bound; None while fine."""
+        where = f"llm provider {self.provider!r}"
+        if all(k.revoked for k in self.keys):
+            status = f" (HTTP {self.refused_with})" if self.refused_with else ""
+            return (
+                f"{where}: every API key was refused{status}; set a working key at"
+                f" llm.providers.{self.provider} and reload"
+            )
+        if self.asked is not None:
+            return (
+                f"{where} asked to wait {self.asked:g} s (HTTP 429 Retry-After), more than"
+                f" llm.max_retry_after ({self.bound:g} s); its keys are tried again after that"
+            )
+        return None
+
+    def reading(self) -> Reading:
+        """The watchdog's check ``llm.{provider}``: tripped while :meth:`problem` holds."""
+        problem = self.problem()
+        detail = problem or f"llm provider {self.provider!r} answers again"
+        return Reading(f"llm.{self.provider}", float(problem is not None), 0.0, detail)
 
     def forget(self) -> None:
         """Stop publishing this pool's keys: their series go back to the pool that was
@@ -180,6 +236,8 @@ class Breaker:
         self.failures = 0
         self.open_until: float | None = None
         self.probing = False
+        #: Set when the probe in flight ends, with a verdict or without one.
+        self._probe_ended: asyncio.Event | None = None
 
     def allows(self) -> bool:
         """Whether a call may go to this model now; the first call after the cooldown is
@@ -189,8 +247,21 @@ class Breaker:
         if self.probing or time.monotonic() < self.open_until:
             return False
         self.probing = True
+        self._probe_ended = asyncio.Event()
         log.info("llm.breaker_probe", model=self.model)
         return True
+
+    async def probed(self) -> None:
+        """Return once the probe in flight has ended (at once when none is): its answer
+        closed the breaker, its failure opened it again, or it ended without a verdict."""
+        if self.probing and self._probe_ended is not None:
+            await self._probe_ended.wait()
+
+    def _probe_over(self) -> None:
+        self.probing = False
+        if self._probe_ended is not None:
+            self._probe_ended.set()
+            self._probe_ended = None
 
     def wait(self) -> float:
         """Seconds until a probe may be made (0 when closed or due)."""
@@ -202,13 +273,14 @@ class Breaker:
         if self.open_until is not None:
             log.info("llm.breaker_closed", model=self.model)
             metrics.LLM_BREAKER_OPEN.labels(self.model).set(0)
-        self.failures, self.open_until, self.probing = 0, None, False
+        self.failures, self.open_until = 0, None
+        self._probe_over()
 
     def failed(self) -> None:
         self.failures += 1
         if self.probing or (self.open_until is None and self.failures >= self.threshold):
             self.open_until = time.monotonic() + self.cooldown
-            self.probing = False
+            self._probe_over()
             log.warning(
                 "llm.breaker_open",
                 model=self.model,
@@ -219,7 +291,7 @@ class Breaker:
 
     def released(self) -> None:
         """The probe ended without a verdict on the model (429, a refused key)."""
-        self.probing = False
+        self._probe_over()
 
 
 def live_keys(settings: Settings, timeout: float = 2.0) -> list[dict[str, str]]:

@@ -9,6 +9,10 @@ same ``ChatCompletion`` a plain one does — the text, the tool calls put back t
 from their deltas, and the usage (``stream_options.include_usage``) — so routing, key
 pools, budgets and the memoized step treat both alike: a re-run gets the stored final
 text, not a second stream.
+
+Some OpenAI-compatible servers and proxies ignore ``stream: true`` and answer with one
+JSON completion. The SDK would read that body as an event stream with no events (an
+empty answer), so a JSON body is read as what it is: the whole answer at once.
 """
 
 from __future__ import annotations
@@ -49,6 +53,10 @@ async def streamed(
     stream = await client.chat.completions.create(
         stream=True, stream_options={"include_usage": True}, **kwargs
     )
+    if "json" in stream.response.headers.get("content-type", ""):  # not a stream after all
+        body = await stream.response.aread()
+        await stream.close()
+        return ChatCompletion.model_validate_json(body)
     parts: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage: CompletionUsage | None = None

@@ -8,7 +8,9 @@ Two timers, both cheap enough to run always:
   ``tether_loop_lag_seconds`` and, above ``ops.watchdog.loop_lag``, in ``/readyz``;
 - every ``ops.watchdog.interval`` one round of checks reads the rest: how long each
   platform has been disconnected, how long the oldest unsent outbox row has waited, the
-  dead letters of the last hour, how long a small store write takes. Each is a metric,
+  dead letters of the last hour, how long a small store write takes, and the checks
+  handed in from the floors above (``llm.{provider}``: keys refused, a provider asking
+  to wait longer than ``llm.max_retry_after``). Each is a metric,
   and each round goes to :class:`~tether.gateway.ops.alerts.Alerts`, which tells the operator
   when a check trips and when it clears.
 
@@ -22,7 +24,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import structlog
 
@@ -48,6 +50,7 @@ class Watchdog:
         alerts: Alerts,
         handlers: Callable[[], Mapping[str, tuple[str, float]]],
         handler_timeout: float,
+        readings: Callable[[], Iterable[Reading]] = tuple,
     ) -> None:
         self.config = config
         self.store = store
@@ -56,6 +59,8 @@ class Watchdog:
         #: The pipeline's running handlers (key → route, start) and their timeout.
         self.handlers = handlers
         self.handler_timeout = handler_timeout
+        #: Checks of parts above this floor, read each round (the model's key pools).
+        self.readings = readings
         self._overrun: set[str] = set()
         #: (loop time, lag) of the samples within ``lag_window``, oldest first.
         self._lags: deque[tuple[float, float]] = deque()
@@ -88,10 +93,13 @@ class Watchdog:
         return max((lag for _, lag in self._lags), default=0.0)
 
     def problems(self) -> list[str]:
-        """What ``/readyz`` should fail on: a loop too late to serve anyone in time."""
+        """What ``/readyz`` should fail on: a loop too late to serve anyone in time, and
+        a check handed in from above that an operator must act on (a model provider
+        whose keys are all refused, or that asks to wait longer than the bound)."""
+        problems = [reading.detail for reading in self.readings() if reading.tripped]
         if self.lag > self.config.loop_lag:
-            return [f"event loop lag {self.lag:.2f} s over ops.watchdog.loop_lag"]
-        return []
+            problems.insert(0, f"event loop lag {self.lag:.2f} s over ops.watchdog.loop_lag")
+        return problems
 
     async def _sample_lag(self) -> None:
         loop = asyncio.get_running_loop()
@@ -121,6 +129,7 @@ class Watchdog:
         try:
             readings = [self._lag_reading(), self._overrun_reading(), *self._platform_readings()]
             readings += await self._store_readings()
+            readings += self.readings()
             await self.alerts.update(readings)
         except Exception:
             log.exception("watchdog.check_failed")

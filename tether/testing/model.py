@@ -12,7 +12,8 @@ the request asks (:mod:`.stream`).
 
 It can be told to fail: a status for the next N requests, for every request to one
 model or with one API key, or for requests a predicate picks (e.g. summary calls); or
-to hang until the server closes (to exercise timeouts).
+to hang until the server closes (to exercise timeouts). With ``streams=False`` it answers
+a streaming request with one JSON completion, as some local servers and proxies do.
 """
 
 from __future__ import annotations
@@ -98,11 +99,13 @@ class FakeModel:
     url: str = ""
     #: How streamed answers are cut and held (.stream); None: all at once.
     pacing: Pacing | None = None
+    #: False: a request asking for a stream gets one JSON completion instead.
+    streams: bool = True
 
     def __post_init__(self) -> None:
         self._failures: deque[_Failure] = deque()
         self._hang: set[str] = set()
-        self._holds: list[Callable[[Body], bool]] = []
+        self._holds: list[tuple[Callable[[Body], bool], asyncio.Event | None]] = []
         self._closing = asyncio.Event()
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
@@ -148,10 +151,11 @@ class FakeModel:
         """Requests for ``model`` get no answer (until the server closes)."""
         self._hang.add(model)
 
-    def hold(self, when: Callable[[Body], bool]) -> None:
-        """Requests ``when`` picks get no answer (until the server closes): a test can
-        kill the caller while it waits, at a moment it chose."""
-        self._holds.append(when)
+    def hold(self, when: Callable[[Body], bool], until: asyncio.Event | None = None) -> None:
+        """Requests ``when`` picks get no answer until ``until`` is set, then the usual
+        one; without it, none until the server closes: a test can kill the caller while
+        it waits, or let it go, at a moment it chose."""
+        self._holds.append((when, until))
 
     def heal(self) -> None:
         self._failures.clear()
@@ -206,9 +210,13 @@ class FakeModel:
         async with self._changed:
             self.requests.append(record)
             self._changed.notify_all()
-        if body.get("model") in self._hang or any(when(body) for when in self._holds):
+        held = [until for when, until in self._holds if when(body)]
+        if body.get("model") in self._hang or None in held:
             await self._closing.wait()
             raise web.HTTPServiceUnavailable()
+        for until in held:
+            if until is not None:
+                await until.wait()
         if failure is not None:
             headers = {"retry-after": failure.retry_after} if failure.retry_after else {}
             return web.json_response(
@@ -227,7 +235,7 @@ class FakeModel:
         limit = body.get("max_tokens")
         if limit is not None:
             completion = min(completion, int(limit))
-        if body.get("stream"):  # server-sent chunks, held where self.pacing says
+        if body.get("stream") and self.streams:  # server-sent chunks, held as pacing says
             ident = f"chatcmpl-{next(self._ids)}"
             return await stream(request, body, message, (prompt, completion), self.pacing, ident)
         return web.json_response(

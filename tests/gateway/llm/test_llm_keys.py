@@ -1,7 +1,9 @@
 """API-key pools and the circuit breaker per model, through the real pipeline and SDK.
 
 The fake OpenAI server (tether/testing/model.py) answers per key: a 429 with a
-retry-after on one, 401 on another; every request records the key it was made with.
+retry-after on one, 401 on another; every request records the key it was made with. A
+refused key is tried once more before it is taken out (a refusal can pass), so a key
+that always answers 401 is asked twice.
 """
 
 from __future__ import annotations
@@ -96,11 +98,11 @@ async def test_a_rate_limited_and_a_revoked_key_never_leave_a_message_unanswered
     assert all(reply.startswith("answer to: ") for reply in replies)
     calls = by_key(fake)
     assert calls[:3] == [(1, 429), (2, 401), (3, 200)]  # on at once, no event retry
-    assert calls.count((2, 401)) == 1 and [c for c in calls if c[0] == 2] == [(2, 401)]
+    assert [c for c in calls if c[0] == 2] == [(2, 401), (2, 401)]  # once more, then out
     assert calls.index((1, 200)) > calls.index((1, 429))
-    # No retry storm: one call per message, plus each 429, plus the one 401 that took
+    # No retry storm: one call per message, plus each 429, plus the two 401s that took
     # key 2 out of the pool.
-    assert len(calls) <= len(replies) + calls.count((1, 429)) + 1
+    assert len(calls) <= len(replies) + calls.count((1, 429)) + 2
     with db(tmp_path) as conn:
         assert set(conn.execute("SELECT status, attempts FROM inbox").fetchall()) == {("done", 1)}
     events = {entry["event"]: entry for entry in logs if entry["event"].startswith("llm.key")}
@@ -141,7 +143,9 @@ async def test_refused_keys_stay_out_until_a_new_llm_is_built(
         await adapter.say("second")
         await gateway.drain()
         letters = await gateway.store.dead_letters()
-    assert sorted(by_key(fake)) == [(1, 401), (2, 402)]  # the second event calls nobody
+    # Each key refused twice in a row (the second time takes it out); the second event
+    # calls nobody.
+    assert sorted(by_key(fake)) == [(1, 401), (1, 401), (2, 402), (2, 402)]
     assert len(letters) == 2 and all("was refused" in letter.error for letter in letters)
     assert not any(key in letter.traceback for letter in letters for key in KEYS)
 
@@ -165,6 +169,8 @@ async def test_a_fallback_on_another_provider_answers_when_every_key_is_refused(
         assert await turn(adapter, "again") == "answer to: again"
     assert [(r.model, r.status) for r in fake.requests] == [
         ("main-model", 401),
+        ("main-model", 403),
+        ("main-model", 401),  # each refused key is tried once more, then taken out
         ("main-model", 403),
         ("backup-model", 200),
         ("backup-model", 200),  # main's keys are out: no call to it at all
@@ -190,13 +196,16 @@ async def test_a_reload_gives_a_refused_key_another_chance(tmp_path: Path, fake:
     finally:
         await gateway.stop()
     refused = [i for i, r in enumerate(fake.requests) if r.api_key == two]
-    assert len(refused) == 2  # once before the reload, once after it
+    # Twice before the reload (once more, then out), and asked again after it.
+    assert len(refused) == 3
+    assert max(refused[:2]) < 6 <= refused[2]  # before: 4 answers and 2 refusals
     assert all(fake.requests[i].status == 401 for i in refused)
 
 
 def test_a_pool_closed_after_a_failed_reload_leaves_the_running_pools_states() -> None:
     running_pool = KeyPool("p", KEYS[:1])
-    running_pool.revoke(running_pool.keys[0], 401)
+    assert running_pool.refuse(running_pool.keys[0], 401)  # once more, then out
+    assert not running_pool.refuse(running_pool.keys[0], 401)
     assert key_state(KEYS[0], "p") == 2
     attempt = KeyPool("p", KEYS[:1])  # a reload builds its pool, then fails and closes it
     assert key_state(KEYS[0], "p") == 0
@@ -318,6 +327,7 @@ async def test_tether_status_shows_each_key_by_its_masked_id_and_state(
     settings = make_settings(tmp_path, llm=llm, http={"enabled": True, "port": 0})
     async with running(settings) as (gateway, adapter):
         assert await turn(adapter, "hello") == "answer to: hello"
+        assert await turn(adapter, "again") == "answer to: again"  # key 2's second 401
         assert gateway.http is not None
         config = write_config(tmp_path, llm=llm, http={"enabled": True, "port": gateway.http.port})
 
