@@ -1,6 +1,6 @@
-"""``agent.tools``: which built-in tools the model may call, the size of any tool call's
-arguments and result (``max_argument_bytes``, ``max_result_chars``), and
-``agent.max_tool_rounds``.
+"""``agent.tools``: which built-in tools the model may call, the bounds on reminders made
+from chat (``agent.tools.reminders``), the size of any tool call's arguments and result
+(``max_argument_bytes``, ``max_result_chars``), and ``agent.max_tool_rounds``.
 
 Each built-in is switched on by default and off with ``false``; an unknown name is an
 error naming its key path (``agent.tools.remembr``), like every other typo. Tools from
@@ -24,6 +24,20 @@ DEFAULT_MAX_ARGUMENT_BYTES = 64 * 1024
 DEFAULT_MAX_RESULT_CHARS = 20_000
 
 
+class RemindersConfig(Section):
+    """``agent.tools.reminders``: how many reminders chat may keep, and how often one may
+    fire. One message once made a model schedule 300 every-second reminders; these make
+    that a refusal the model reads as the ``schedule`` tool's result."""
+
+    #: Active reminders one chat (a group's members together) may have at once.
+    per_chat: int = Field(default=50, ge=1)
+    #: Active reminders one person may have made, over every chat.
+    per_person: int = Field(default=20, ge=1)
+    #: Seconds: a recurring reminder whose crontab fires more often (its two closest
+    #: fires nearer than this) is refused. 60: at most every minute.
+    min_interval: float = Field(default=60.0, ge=1)
+
+
 class ToolsConfig(Section):
     #: ``remember``: save a fact the person asked to keep (like ``/remember``).
     remember: bool = True
@@ -35,6 +49,8 @@ class ToolsConfig(Section):
     list_schedules: bool = True
     #: ``cancel_schedule``: stop one of them.
     cancel_schedule: bool = True
+    #: The caps and the fastest cadence of the reminders the three above make.
+    reminders: RemindersConfig = RemindersConfig()
     #: Bytes of arguments one tool call may carry (every tool, not only the built-ins).
     #: A larger call is refused before it is stored or parsed, and the model reads why.
     max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, ge=1024)
@@ -43,4 +59,4 @@ class ToolsConfig(Section):
 
     def enabled(self, name: str) -> bool:
         """Whether built-in ``name`` is on (a name this section does not know is off)."""
-        return bool(getattr(self, name, False)) if name in type(self).model_fields else False
+        return name in type(self).model_fields and getattr(self, name, None) is True

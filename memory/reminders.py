@@ -1,9 +1,12 @@
 """Reminders and recurring jobs made from chat (the ``schedule`` tool): the record and
 the store role's two implementations, mixed into the stores.
 
-A reminder belongs to the conversation that made it (only that conversation lists or
-cancels it from chat; an operator can cancel any with ``tether jobs cancel``). Its id
-is deterministic — made by the scheduler from the event key and the tool call's
+A reminder belongs to the chat it posts into (``target``) and to the person who made it
+(``sender``, ``platform:user``): from chat, its maker or one of the bot's admins
+cancels it (``gateway/tools/reminders.py``); an operator can cancel any with ``tether
+jobs cancel``. How many are active per chat and per person is read by
+:meth:`count_reminders` from an index, so the caps cost the same however many exist.
+Its id is deterministic — made by the scheduler from the event key and the tool call's
 position — so a turn that runs again after a crash adds the same row, which the insert
 ignores: one reminder, however many runs. Rows are never deleted: ``done`` (a one-off
 that fired) and ``cancelled`` ones stay for the record.
@@ -15,6 +18,7 @@ module only keeps the rows.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -43,16 +47,28 @@ class Reminder:
     event_key: str
     created: float
     updated: float
+    #: Who made it, ``platform:user`` ("" for a fire of a job, or a row from before
+    #: senders were kept): it counts against that person's cap, and they may cancel it.
+    sender: str = ""
 
 
-COLUMNS = "id, conversation, target, text, cron, at, timezone, status, event_key, created, updated"
+COLUMNS = (
+    "id, conversation, target, text, cron, at, timezone, status, event_key, created, updated,"
+    " sender"
+)
 ADD = (
-    f"INSERT INTO reminders ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO reminders ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (id) DO NOTHING"
 )
 ONE = f"SELECT {COLUMNS} FROM reminders WHERE id = ?"
 ALL = f"SELECT {COLUMNS} FROM reminders ORDER BY created, id"
 ACTIVE = f"SELECT {COLUMNS} FROM reminders WHERE status = 'active' ORDER BY created, id"
+#: A chat's active ones, and the caps' counts: each read from its own index.
+ACTIVE_IN = (
+    f"SELECT {COLUMNS} FROM reminders WHERE target = ? AND status = 'active' ORDER BY created, id"
+)
+COUNT_IN = "SELECT 1 FROM reminders WHERE target = ? AND status = 'active'"
+COUNT_BY = "SELECT 1 FROM reminders WHERE sender = ? AND status = 'active'"
 FINISH = "UPDATE reminders SET status = ?, updated = ? WHERE id = ? AND status = 'active'"
 
 
@@ -69,20 +85,24 @@ def _reminder(row: Sequence[Any]) -> Reminder:
         event_key=str(row[8]),
         created=float(row[9]),
         updated=float(row[10]),
+        sender=str(row[11] or ""),
     )
 
 
 def _values(reminder: Reminder) -> tuple[Any, ...]:
     r = reminder
     return (r.id, r.conversation, r.target, r.text, r.cron, r.at, r.timezone, r.status,
-            r.event_key, r.created, r.updated)  # fmt: skip
+            r.event_key, r.created, r.updated, r.sender)  # fmt: skip
 
 
-def _select(rows: list[Reminder], conversation: str | None, active: bool) -> list[Reminder]:
+def _select(
+    rows: list[Reminder], conversation: str | None, active: bool, target: str | None = None
+) -> list[Reminder]:
     return [
         r
         for r in rows
         if (conversation is None or r.conversation == conversation)
+        and (target is None or r.target == target)
         and (not active or r.status == "active")
     ]
 
@@ -107,10 +127,25 @@ class SqlReminders:
         return _reminder(rows[0]) if rows else None
 
     async def reminders(
-        self, conversation: str | None = None, *, active: bool = True
+        self, conversation: str | None = None, *, active: bool = True, target: str | None = None
     ) -> list[Reminder]:
-        rows = [_reminder(row) for row in await self._rows(ACTIVE if active else ALL)]
-        return _select(rows, conversation, active)
+        if target is not None and active:
+            rows = [_reminder(row) for row in await self._rows(ACTIVE_IN, (target,))]
+        else:
+            rows = [_reminder(row) for row in await self._rows(ACTIVE if active else ALL)]
+        return _select(rows, conversation, active, target)
+
+    async def count_reminders(
+        self, *, target: str | None = None, sender: str | None = None, limit: int | None = None
+    ) -> int:
+        if (target is None) == (sender is None):
+            raise ValueError("count_reminders: give exactly one of target or sender")
+        rows = COUNT_IN if target is not None else COUNT_BY
+        params: tuple[Any, ...] = (target if target is not None else sender,)
+        if limit is not None:  # no further than the cap: its cost, not the table's
+            rows, params = f"{rows} LIMIT ?", (*params, limit)
+        [(count,)] = await self._rows(f"SELECT count(*) FROM ({rows}) AS found", params)
+        return int(count)
 
     async def finish_reminder(self, reminder_id: str, status: ReminderStatus) -> bool:
         before = await self.reminder(reminder_id)
@@ -125,6 +160,8 @@ class MemoryReminders:
     """The reminders role in a dict, for :class:`~tether.memory.inmemory.store.MemoryStore`."""
 
     _reminder_rows: dict[str, Reminder] | None = None
+    #: Active reminders by ("target", chat) and ("sender", person): the caps' counts.
+    _reminder_counts: Counter[tuple[str, str]] | None = None
 
     @property
     def _kept(self) -> dict[str, Reminder]:
@@ -132,21 +169,42 @@ class MemoryReminders:
             self._reminder_rows = {}
         return self._reminder_rows
 
+    @property
+    def _counts(self) -> Counter[tuple[str, str]]:
+        if self._reminder_counts is None:
+            self._reminder_counts = Counter()
+        return self._reminder_counts
+
+    def _counted(self, reminder: Reminder, delta: int) -> None:
+        self._counts[("target", reminder.target)] += delta
+        self._counts[("sender", reminder.sender)] += delta
+
     async def add_reminder(self, reminder: Reminder) -> Reminder:
+        if reminder.id not in self._kept and reminder.status == "active":
+            self._counted(reminder, 1)
         return self._kept.setdefault(reminder.id, reminder)
 
     async def reminder(self, reminder_id: str) -> Reminder | None:
         return self._kept.get(reminder_id)
 
     async def reminders(
-        self, conversation: str | None = None, *, active: bool = True
+        self, conversation: str | None = None, *, active: bool = True, target: str | None = None
     ) -> list[Reminder]:
         ordered = sorted(self._kept.values(), key=lambda r: (r.created, r.id))
-        return _select(ordered, conversation, active)
+        return _select(ordered, conversation, active, target)
+
+    async def count_reminders(
+        self, *, target: str | None = None, sender: str | None = None, limit: int | None = None
+    ) -> int:
+        if (target is None) == (sender is None):
+            raise ValueError("count_reminders: give exactly one of target or sender")
+        count = self._counts[("target", target) if target is not None else ("sender", str(sender))]
+        return count if limit is None else min(count, limit)
 
     async def finish_reminder(self, reminder_id: str, status: ReminderStatus) -> bool:
         found = self._kept.get(reminder_id)
         if found is None or found.status != "active":
             return False
         self._kept[reminder_id] = replace(found, status=status, updated=time.time())
+        self._counted(found, -1)
         return True

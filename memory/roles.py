@@ -310,9 +310,19 @@ class ReminderStore(Protocol):
 
     @abc.abstractmethod
     async def reminders(
-        self, conversation: str | None = None, *, active: bool = True
+        self, conversation: str | None = None, *, active: bool = True, target: str | None = None
     ) -> list[Reminder]:
-        """Oldest first; of one conversation (None: all), only active ones unless not ``active``."""
+        """Oldest first; of one conversation and/or one chat (``target``; None: all),
+        only active ones unless not ``active``."""
+
+    @abc.abstractmethod
+    async def count_reminders(
+        self, *, target: str | None = None, sender: str | None = None, limit: int | None = None
+    ) -> int:
+        """How many active reminders post into chat ``target``, or were made by
+        ``sender`` (exactly one of the two), counting no further than ``limit``: read
+        from an index up to the cap being checked, so checking it on every add costs
+        the same with 20 reminders or 20,000."""
 
     @abc.abstractmethod
     async def finish_reminder(self, reminder_id: str, status: ReminderStatus) -> bool:

@@ -21,12 +21,20 @@ the fire runs through the pipeline as a ``Kind.CRON`` event.
 - The ledger starts at the reminder's creation (:meth:`Reminders.add` writes the
   ``decided`` cursor first), so a gateway killed right after the reminder was made
   still fires it after a restart, within grace.
-- The running set follows the store: after every change made here at once
-  (:meth:`Reminders.poke`), and every ``interval`` seconds for changes made elsewhere
-  (the CLI, another instance). A change rebuilds the reminders' scheduler; the ledger
-  makes that safe (nothing decided is decided again).
+- Bounded (``agent.tools.reminders``, :mod:`.bounds`): :meth:`Reminders.add` refuses a
+  reminder past its chat's or its maker's cap (``Refused``, which the tool hands the
+  model as its result), counted from the store's indexes under one lock, so that
+  concurrent turns of one process cannot both take the last place. A re-run of the
+  turn that made it finds its row and is never refused. (Several instances on
+  PostgreSQL each hold their own lock: two adding at one instant may pass a cap by one.)
+- The running set follows the store without rebuilds: a reminder added or cancelled
+  here goes into (or out of) the running scheduler at once (:meth:`Scheduler.add`,
+  :meth:`Scheduler.remove`: constant time however many run), and every ``interval``
+  seconds the store is read for changes made elsewhere (the CLI, another instance),
+  applied the same way. With no active reminder no scheduler runs. The ledger makes
+  every path safe: nothing decided is decided again.
 
-Logs: ``reminder.added``, ``reminder.cancelled``, ``reminder.done``,
+Logs: ``reminder.added``, ``reminder.refused``, ``reminder.cancelled``, ``reminder.done``,
 ``reminder.missed``, ``reminder.skipped``; fires log ``cron.fired`` like any job.
 """
 
@@ -36,7 +44,6 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -44,10 +51,12 @@ from typing import Any, Protocol
 import structlog
 
 from tether.config.jobs import JobConfig
+from tether.config.tools import RemindersConfig
 from tether.cron import Schedule, parse_time, stamp
 from tether.events import Event, Target
 from tether.memory.reminders import Reminder, ReminderStatus
 from tether.memory.roles import InboxStore, ReminderStore
+from tether.scheduler.bounds import check_caps
 from tether.scheduler.jobs import Job, decided_cursor, last_cursor, now_utc
 from tether.scheduler.runner import Clock, Intake, Scheduler
 
@@ -152,9 +161,11 @@ class Reminders:
         self.clock = clock
         self.inbox: Intake | None = None
         self.scheduler: Scheduler | None = None
+        #: The reminders the scheduler was given (a row no schedule reads included).
         self._running: dict[str, Reminder] = {}
         self._lock = asyncio.Lock()
-        self._wake = asyncio.Event()
+        #: Held from a cap's count to the insert it allows.
+        self._adding = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------
@@ -177,15 +188,11 @@ class Reminders:
             self._running = {}
         self.inbox = None
 
-    def poke(self) -> None:
-        """Look at the store now (a reminder was added or cancelled here)."""
-        self._wake.set()
-
     async def _follow(self) -> None:
+        """Every ``interval``: what changed in the store elsewhere (the CLI, another
+        instance); what this process changes is applied where it is changed."""
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
-            self._wake.clear()
+            await asyncio.sleep(self.interval)
             # Shielded: a stop in the middle must not leave a half-started scheduler
             # behind; stop() takes the lock after this sync is over.
             await asyncio.shield(self._sync_logged())
@@ -205,22 +212,42 @@ class Reminders:
                 return
             active = [r for r in await self.store.reminders() if not await self._finished(r)]
             wanted = {r.id: r for r in active}
-            if wanted == self._running and (self.scheduler is not None or not wanted):
+            if self.scheduler is None:  # all at once: one catch-up read for every ledger
+                jobs = [job for reminder in active if (job := _job(reminder)) is not None]
+                if jobs:
+                    scheduler = Scheduler(jobs, self.store, self.inbox, clock=self.clock)
+                    await scheduler.start()
+                    self.scheduler = scheduler
+                self._running = wanted
                 return
-            jobs = []
-            for reminder in active:
-                try:
-                    jobs.append(to_job(reminder))
-                except ValueError as exc:  # a row no schedule reads (written by hand)
-                    log.warning("reminder.unreadable", reminder=reminder.id, error=str(exc))
-            if self.scheduler is not None:
-                await self.scheduler.stop()
-                self.scheduler = None
-            if jobs:
-                scheduler = Scheduler(jobs, self.store, self.inbox, clock=self.clock)
-                await scheduler.start()
-                self.scheduler = scheduler
-            self._running = wanted
+            for new in wanted.keys() - self._running.keys():  # first: a scheduler whose
+                await self._run(wanted[new])  # last job goes stops, and would be rebuilt
+            for gone in self._running.keys() - wanted.keys():
+                await self._drop(gone)
+
+    async def _run(self, reminder: Reminder) -> None:
+        """Into the running scheduler (started for it, if none runs). Under ``_lock``."""
+        assert self.inbox is not None
+        self._running[reminder.id] = reminder
+        job = _job(reminder)
+        if job is None:
+            return
+        if self.scheduler is None:
+            scheduler = Scheduler([job], self.store, self.inbox, clock=self.clock)
+            await scheduler.start()
+            self.scheduler = scheduler
+        else:
+            await self.scheduler.add(job)
+
+    async def _drop(self, reminder_id: str) -> None:
+        """Out of the running scheduler, stopped with its last job. Under ``_lock``."""
+        if self._running.pop(reminder_id, None) is None or self.scheduler is None:
+            return
+        if self._running:
+            self.scheduler.remove(reminder_id)
+        else:
+            await self.scheduler.stop()
+            self.scheduler = None
 
     async def _finished(self, reminder: Reminder) -> bool:
         """A one-off whose time the ledger has decided (fired, or skipped as too late)
@@ -246,31 +273,56 @@ class Reminders:
 
     # -- what the tools and the CLI do ---------------------------------------------------
 
-    async def add(self, reminder: Reminder) -> Reminder:
+    async def add(self, reminder: Reminder, limits: RemindersConfig | None = None) -> Reminder:
         """Store ``reminder`` (once: its id is deterministic) with its ledger starting at
-        its creation, and schedule it now."""
-        cursor = decided_cursor(reminder.id)
-        if await self.store.cursor(cursor) is None:
-            created = datetime.fromtimestamp(reminder.created, UTC)
-            await self.store.set_cursor(cursor, created.isoformat())
-        stored = await self.store.add_reminder(reminder)
-        if stored.created == reminder.created:
-            log.info(
-                "reminder.added",
-                reminder=stored.id,
-                conversation=stored.conversation,
-                cron=stored.cron,
-                at=stored.at,
-            )
-        self.poke()
+        its creation, and schedule it now; :class:`Refused` past one of ``limits``' caps
+        (a reminder already stored, made by an earlier run of the same turn, never is)."""
+        async with self._adding:
+            stored = await self.store.reminder(reminder.id)
+            if stored is None:
+                if limits is not None:
+                    await check_caps(self.store, reminder, limits)
+                cursor = decided_cursor(reminder.id)
+                if await self.store.cursor(cursor) is None:
+                    created = datetime.fromtimestamp(reminder.created, UTC)
+                    await self.store.set_cursor(cursor, created.isoformat())
+                stored = await self.store.add_reminder(reminder)
+                if stored.created == reminder.created:
+                    log.info(
+                        "reminder.added",
+                        reminder=stored.id,
+                        conversation=stored.conversation,
+                        sender=stored.sender,
+                        cron=stored.cron,
+                        at=stored.at,
+                    )
+        if stored.status == "active":
+            async with self._lock:
+                if self.inbox is not None and stored.id not in self._running:
+                    await self._run(stored)
         return stored
 
-    async def owned(self, conversation: str) -> list[Reminder]:
-        return await self.store.reminders(conversation)
+    async def in_chat(self, target: str) -> list[Reminder]:
+        """The active reminders that post into chat ``target``, oldest first."""
+        return await self.store.reminders(target=target)
 
     async def cancel(self, reminder_id: str, conversation: str | None = None) -> Reminder | None:
-        """Cancel an active reminder (of ``conversation`` only, when given)."""
-        return await cancel(self.store, reminder_id, conversation, self.poke)
+        """Cancel an active reminder (of ``conversation`` only, when given), and take it
+        out of the running scheduler at once."""
+        found = await cancel(self.store, reminder_id, conversation)
+        if found is not None:
+            async with self._lock:
+                await self._drop(found.id)
+        return found
+
+
+def _job(reminder: Reminder) -> ReminderJob | None:
+    """The reminder's job, or None (and a warning) for a row no schedule reads."""
+    try:
+        return to_job(reminder)
+    except ValueError as exc:  # e.g. written by hand
+        log.warning("reminder.unreadable", reminder=reminder.id, error=str(exc))
+        return None
 
 
 async def cancel(
@@ -306,10 +358,12 @@ def new_reminder(
     timezone: str,
     event_key: str,
     created: float | None = None,
+    sender: str = "",
 ) -> Reminder:
     """A new active reminder; ``created`` (epoch seconds, default now) starts its ledger."""
     now = time.time() if created is None else created
     return Reminder(
+        sender=sender,
         id=reminder_id,
         conversation=conversation,
         target=target,
@@ -322,7 +376,3 @@ def new_reminder(
         created=now,
         updated=now,
     )
-
-
-def listing(reminders: Sequence[Reminder], now: datetime) -> list[str]:
-    return [describe(reminder, now) for reminder in reminders]

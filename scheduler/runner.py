@@ -13,6 +13,9 @@ transaction. So:
 - at start, fires missed while down follow the job's ``catch_up`` within ``grace``;
 - a job removed from the YAML is simply never added; a changed schedule starts after the
   last decided time, so nothing already fired can fire again;
+- a running scheduler takes a job more (:meth:`Scheduler.add`: its ledger read, what it
+  owes accepted, a wakeup of its own) or one less (:meth:`Scheduler.remove`) without a
+  rebuild, so adding the 2,000th reminder made in chat costs what adding the first did;
 - ``overlap: skip`` skips a fire while the job's previous fire is unfinished in the
   store; ``queue`` accepts it, and the conversation's lane runs it after the previous one.
 
@@ -48,6 +51,9 @@ log = structlog.get_logger("tether.scheduler")
 Clock = Callable[[], datetime]
 #: What :func:`last_cursor` and :func:`decided_cursor` names start with.
 CURSOR_PREFIX = "cron:"
+#: Before the id of a job's own wakeup when it was added to a running scheduler, so it
+#: never meets the id of a wakeup :meth:`Scheduler.start` made (a group's first job's).
+ADDED = "+"
 
 
 @dataclass(slots=True)
@@ -82,8 +88,10 @@ class Scheduler:
         self.clock = clock
         self._states: dict[str, _State] = {}
         self._aps: AsyncIOScheduler | None = None
-        #: job id -> the APScheduler job that wakes it (jobs on one schedule share one).
+        #: job id -> the APScheduler job that wakes it (jobs on one schedule share one),
+        #: and each wakeup's jobs (removed with its last one).
         self._wakeup_of: dict[str, str] = {}
+        self._members: dict[str, set[str]] = {}
         self._inflight: set[asyncio.Task[None]] = set()
         self._stopping = False
 
@@ -102,29 +110,79 @@ class Scheduler:
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
         aps = AsyncIOScheduler(timezone="UTC")
-        self._wakeup_of = {}
+        self._wakeup_of, self._members = {}, {}
         for ids in wakeup_groups(self.jobs.values(), self._states).values():
-            job = self.jobs[ids[0]]
-            first: dict[str, datetime] = {}
-            upcoming = min(self._states[i].upcoming or _NEVER for i in ids)
-            if upcoming > now_utc():  # known from the catch-up scan: saves APScheduler a step
-                # (never a past time: APScheduler would walk every fire since, one by one)
-                first["next_run_time"] = upcoming + timedelta(seconds=random.uniform(0, job.jitter))
-            aps.add_job(
-                self._on_wakeup,
-                trigger=job.wakeups(),
-                **first,
-                args=ids,
-                id=job.id,
-                name=f"cron:{job.id}",
-                misfire_grace_time=None,  # a late wakeup still looks; our grace decides
-                coalesce=True,  # one look covers every fire that is due
-                max_instances=1,
-            )
-            self._wakeup_of.update(dict.fromkeys(ids, job.id))
+            self._wake_by(aps, ids[0], ids)
         aps.start()
         self._aps = aps
         log.info("scheduler.started", jobs=len(self.jobs))
+
+    def _wake_by(self, aps: AsyncIOScheduler, wakeup: str, ids: list[str]) -> None:
+        """One APScheduler job, ``wakeup``, that wakes the jobs ``ids`` (one schedule)."""
+        job = self.jobs[ids[0]]
+        first: dict[str, datetime] = {}
+        upcoming = min(self._states[i].upcoming or _NEVER for i in ids)
+        if upcoming > now_utc():  # known from the catch-up scan: saves APScheduler a step
+            # (never a past time: APScheduler would walk every fire since, one by one)
+            first["next_run_time"] = upcoming + timedelta(seconds=random.uniform(0, job.jitter))
+        aps.add_job(
+            self._on_wakeup,
+            trigger=job.wakeups(),
+            **first,
+            args=ids,
+            id=wakeup,
+            name=f"cron:{job.id}",
+            misfire_grace_time=None,  # a late wakeup still looks; our grace decides
+            coalesce=True,  # one look covers every fire that is due
+            max_instances=1,
+        )
+        self._wakeup_of.update(dict.fromkeys(ids, wakeup))
+        self._members[wakeup] = set(ids)
+
+    async def add(self, job: Job) -> None:
+        """Run ``job`` too, without a rebuild: its ledger is read, what it owes by its
+        ``catch_up`` is accepted (a job the ledger has not seen starts now), and it gets
+        an APScheduler wakeup of its own. Costs the same however many jobs run already.
+        A job with the id of a running one replaces it."""
+        if self._aps is None:
+            raise RuntimeError("Scheduler.add: not started")
+        names = (decided_cursor(job.id), last_cursor(job.id))
+        ledger = {name: value for name in names if (value := await self.store.cursor(name))}
+        self.remove(job.id)
+        self.jobs[job.id] = job
+        now = self.clock()
+        cursors: dict[str, str] = {}
+        decided = self._decide(job, ledger, now, cursors)
+        state = self._states[job.id]
+        async with state.lock:  # as a wakeup's accept: one at a time per job
+            events: list[Event] = []
+            if decided is not None:
+                await self._check_overlap(state, decided)
+                events = self._apply(state, decided, cursors, now)
+            if events or cursors:
+                accepted = await self.inbox.accept(events, cursors)
+                self._log_fired(events, accepted, catch_up=True)
+        if self.jobs.get(job.id) is not job or self._aps is None:  # removed meanwhile
+            return
+        if state.upcoming is None:
+            log.warning("cron.never", job=job.id, cron=job.config.cron)
+            return
+        self._wake_by(self._aps, ADDED + job.id, [job.id])
+
+    def remove(self, job_id: str) -> None:
+        """Stop running ``job_id`` (nothing, for a job not running). A wakeup it shares
+        with other jobs stays theirs; a wakeup that woke it finds nothing to do."""
+        self.jobs.pop(job_id, None)
+        self._states.pop(job_id, None)
+        wakeup = self._wakeup_of.pop(job_id, None)
+        if wakeup is None:
+            return
+        members = self._members.get(wakeup, set())
+        members.discard(job_id)
+        if not members:
+            self._members.pop(wakeup, None)
+            if self._aps is not None and self._aps.get_job(wakeup) is not None:
+                self._aps.remove_job(wakeup)
 
     async def stop(self) -> None:
         """No new wakeups; a wakeup already accepting its fire finishes it."""
@@ -155,19 +213,9 @@ class Scheduler:
         plans: list[tuple[_State, Plan]] = []
         cursors: dict[str, str] = {}
         for job in self.jobs.values():
-            last = ledger.get(last_cursor(job.id))
-            seen = [parse_time(v) for v in (ledger.get(decided_cursor(job.id)), last) if v]
-            state = _State(job, now, fire_key(job.id, parse_time(last)) if last else None)
-            self._states[job.id] = state
-            if not seen:  # first sight: nothing is owed from before the job existed
-                cursors[decided_cursor(job.id)] = now.isoformat()
-                state.upcoming = job.schedule.next_after(now)
-                continue
-            # A ledger ahead of now (the clock went back) stays decided: no fire twice.
-            state.decided = max(now, *seen)
-            decided = plan(job.schedule, max(seen), now, job.config.catch_up, job.grace)
-            state.upcoming = decided.upcoming
-            plans.append((state, decided))
+            decided = self._decide(job, ledger, now, cursors)
+            if decided is not None:
+                plans.append((self._states[job.id], decided))
         # Only `overlap: skip` plans with a fire ask the store (a task each): not 10,000.
         checks = [(s, d) for s, d in plans if _may_overlap(s, d)]
         await asyncio.gather(*(self._check_overlap(state, decided) for state, decided in checks))
@@ -177,6 +225,25 @@ class Scheduler:
         if events or cursors:
             accepted = await self.inbox.accept(events, cursors)
             self._log_fired(events, accepted, catch_up=True)
+
+    def _decide(
+        self, job: Job, ledger: Mapping[str, str], now: datetime, cursors: dict[str, str]
+    ) -> Plan | None:
+        """``job``'s state from its ledger, and what it owes since (None: first sight,
+        when nothing is owed from before the job existed and its ledger starts now)."""
+        last = ledger.get(last_cursor(job.id))
+        seen = [parse_time(v) for v in (ledger.get(decided_cursor(job.id)), last) if v]
+        state = _State(job, now, fire_key(job.id, parse_time(last)) if last else None)
+        self._states[job.id] = state
+        if not seen:
+            cursors[decided_cursor(job.id)] = now.isoformat()
+            state.upcoming = job.schedule.next_after(now)
+            return None
+        # A ledger ahead of now (the clock went back) stays decided: no fire twice.
+        state.decided = max(now, *seen)
+        decided = plan(job.schedule, max(seen), now, job.config.catch_up, job.grace)
+        state.upcoming = decided.upcoming
+        return decided
 
     # -- while running: each wakeup -------------------------------------------------
 

@@ -1,11 +1,23 @@
 """Built-in tools for reminders made in chat: ``schedule``, ``list_schedules`` and
 ``cancel_schedule`` (each switched by ``agent.tools``).
 
-"Remind me every weekday at 9 to send the report" becomes a durable job owned by the
-conversation that asked (:mod:`tether.scheduler.reminders` stores and fires it). All
-three are idempotent: ``schedule`` stores its reminder under an id made from the event
-key and the call's place in the turn (``tool:R:I``), so a re-run after a crash finds
-the same row instead of adding a second; cancelling twice cancels once.
+"Remind me every weekday at 9 to send the report" becomes a durable job of the chat
+that asked, made by the person who asked (:mod:`tether.scheduler.reminders` stores and
+fires it). All three are idempotent: ``schedule`` stores its reminder under an id made
+from the event key and the call's place in the turn (``tool:R:I``), so a re-run after a
+crash finds the same row instead of adding a second; cancelling twice cancels once.
+
+Bounded by ``agent.tools.reminders`` (:mod:`tether.scheduler.bounds`): a recurring one
+that would fire more often than ``min_interval`` is refused, and so is one past the
+chat's (``per_chat``) or the person's (``per_person``) cap; the model reads why as the
+call's result. A reminder made by a turn that dies afterwards stays: the tool step made
+it durably, it is listed and cancellable like any other, and the caps bound what any
+turn can leave behind.
+
+Who may cancel from chat: the person who made the reminder, and the bot's admins
+(``access.admins``, the owner who claimed the owner code, the console), for any
+reminder that posts into the chat they are talking in. ``list_schedules`` shows the
+chat's reminders, naming the maker of those someone else made.
 
 Times the model may give ``schedule``: ``at`` as ISO-8601 (``2026-12-01T09:00``, in
 ``timezone`` when it has no offset) or relative (``+10m``, ``+2h``, ``+1d``, ``+1h30m``);
@@ -22,12 +34,18 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from tether.config.tools import ToolsConfig
+from tether.config.tools import RemindersConfig, ToolsConfig
 from tether.cron import Schedule, stamp, zone
 from tether.errors import ToolError
+from tether.events import Event
+from tether.gateway.builtin.access import Access, Patterns
 from tether.gateway.handler.context import turn_of
 from tether.gateway.handler.python_tool import python_tool
 from tether.gateway.handler.tool import Tool
+from tether.keys import TRUSTED_PLATFORMS, sender_name
+from tether.memory.operator import PairingStore
+from tether.memory.reminders import Reminder
+from tether.scheduler.bounds import Refused, shortest_gap
 from tether.scheduler.reminders import (
     MAX_AHEAD,
     Reminders,
@@ -79,9 +97,13 @@ class ReminderTools:
 
     label = "reminder tools"
 
-    def __init__(self, config: ToolsConfig, reminders: Reminders) -> None:
+    def __init__(
+        self, config: ToolsConfig, reminders: Reminders, pairings: PairingStore | None = None
+    ) -> None:
         self._config = config
         self.reminders = reminders
+        #: Where the owner code's admins are kept (``access``); None: ``access.admins`` only.
+        self._pairings = pairings
         self._tools = {tool.name: tool for tool in self._build()}
 
     def names(self) -> list[str]:
@@ -91,8 +113,21 @@ class ReminderTools:
         config = ctx.llm.settings.agent.tools if ctx.llm.configured else self._config
         return [tool for name, tool in self._tools.items() if config.enabled(name)]
 
+    def _settings(self, ctx: Context) -> ToolsConfig:
+        """The turn's ``agent.tools`` (reloaded, or an agent's own), else the start's."""
+        return ctx.llm.settings.agent.tools if ctx.llm.configured else self._config
+
+    async def _is_admin(self, ctx: Context) -> bool:
+        if not ctx.llm.configured:
+            return False
+        access, event = ctx.llm.settings.access, ctx.event
+        if self._pairings is None:  # built without a store: the configured admins only
+            return event.platform in TRUSTED_PLATFORMS or Patterns(access.admins).match(event)
+        return await Access(access, self._pairings).is_admin(event)
+
     def _build(self) -> list[Tool]:
         reminders = self.reminders
+        tools = self
 
         async def schedule(
             ctx: Context,
@@ -115,25 +150,40 @@ class ReminderTools:
                     (e.g. "0 9 * * 1-5" is every weekday at 9:00), or @daily.
                 timezone: IANA time zone like Europe/Berlin for at and cron; default UTC.
             """
-            return await _schedule(reminders, ctx, text, at, cron, timezone)
+            limits = tools._settings(ctx).reminders
+            return await _schedule(reminders, ctx, text, at, cron, timezone, limits)
 
         async def list_schedules(ctx: Context) -> str:
-            """List the reminders and recurring jobs this chat has scheduled, with ids."""
-            found = await reminders.owned(ctx.conversation)
+            """List the reminders and recurring jobs scheduled in this chat, with ids."""
+            found = await reminders.in_chat(ctx.event.conversation.target().key)
             if not found:
                 return "no schedules in this chat"
-            now = reminders.clock()
-            return "\n".join(describe(reminder, now) for reminder in found)
+            now, me = reminders.clock(), sender_of(ctx.event)
+            return "\n".join(
+                describe(reminder, now) + ("" if _made_by(reminder, me, ctx) else _by(reminder))
+                for reminder in found
+            )
 
         async def cancel_schedule(ctx: Context, id: str) -> str:
-            """Cancel one of this chat's reminders or recurring jobs.
+            """Cancel a reminder or recurring job of this chat: one the person made, or
+            anyone's when the person is one of the bot's admins.
 
             Args:
                 id: Its id, as list_schedules or schedule showed it (r-...).
             """
-            cancelled = await reminders.cancel(id.strip(), ctx.conversation)
-            if cancelled is None:
+            found = await reminders.store.reminder(id.strip())
+            chat = ctx.event.conversation.target().key
+            if found is None or found.status != "active" or found.target != chat:
                 raise ToolError(f"no active schedule {id!r} in this chat (see list_schedules)")
+            if not _made_by(found, sender_of(ctx.event), ctx) and not await tools._is_admin(ctx):
+                raise ToolError(
+                    f"{found.id} was made by someone else{_by(found)}: only they or one of"
+                    " the bot's admins can cancel it"
+                )
+            cancelled = await reminders.cancel(found.id)
+            if cancelled is None:  # cancelled meanwhile (the CLI, another turn)
+                raise ToolError(f"no active schedule {id!r} in this chat (see list_schedules)")
+            ctx.log.info("reminder.cancelled_by", reminder=found.id, sender=sender_of(ctx.event))
             return f"cancelled {cancelled.id}: {cancelled.text}"
 
         return [
@@ -147,6 +197,22 @@ def _builtin(tool: Tool) -> Tool:
     return dataclasses.replace(tool, source="builtin")
 
 
+def sender_of(event: Event) -> str:
+    """Who made a reminder, as kept on it: ``platform:user`` ("" without a sender)."""
+    return sender_name(event) if event.sender is not None else ""
+
+
+def _made_by(reminder: Reminder, sender: str, ctx: Context) -> bool:
+    """``sender`` made it (a row from before senders were kept: made in this session)."""
+    if reminder.sender:
+        return reminder.sender == sender
+    return reminder.conversation == ctx.conversation
+
+
+def _by(reminder: Reminder) -> str:
+    return f" (by {reminder.sender})" if reminder.sender else ""
+
+
 async def _schedule(
     reminders: Reminders,
     ctx: Context,
@@ -154,7 +220,9 @@ async def _schedule(
     at: str | None,
     cron: str | None,
     timezone: str | None,
+    limits: RemindersConfig | None = None,
 ) -> str:
+    limits = limits or RemindersConfig()
     text = text.strip()
     if not text:
         raise ToolError("text is empty: say what to post when it fires")
@@ -180,6 +248,13 @@ async def _schedule(
             raise ToolError(f"cron {cron!r}: {exc}") from None
         if parsed.next_after(now) is None:
             raise ToolError(f"cron {cron!r} never fires again")
+        gap = shortest_gap(cron)
+        if gap < limits.min_interval:
+            raise ToolError(
+                f"cron {cron!r} fires every {gap:g}s at its closest; a recurring reminder may"
+                f" fire at most every {limits.min_interval:g}s"
+                " (agent.tools.reminders.min_interval): use a slower schedule"
+            )
     position = turn_of(ctx).tool_step or "call:" + json.dumps(
         [text, at, cron, timezone], ensure_ascii=False
     )
@@ -193,13 +268,20 @@ async def _schedule(
         timezone=tz,
         event_key=ctx.event.key,
         created=now.timestamp(),
+        sender=sender_of(ctx.event),
     )
-    stored = await reminders.add(made)
+    try:
+        stored = await reminders.add(made, limits)
+    except Refused as exc:
+        raise ToolError(f"not scheduled: {exc}") from None
     return "scheduled " + describe(stored, now)
 
 
-def reminder_tools(config: ToolsConfig, reminders: Reminders | None) -> ReminderTools | None:
-    """The source, when the gateway runs reminders and any of the three is switched on."""
+def reminder_tools(
+    config: ToolsConfig, reminders: Reminders | None, pairings: PairingStore | None = None
+) -> ReminderTools | None:
+    """The source, when the gateway runs reminders and any of the three is switched on;
+    ``pairings`` is where the owner code's admins are (they may cancel from chat)."""
     if reminders is None or not any(config.enabled(name) for name in NAMES):
         return None
-    return ReminderTools(config, reminders)
+    return ReminderTools(config, reminders, pairings)

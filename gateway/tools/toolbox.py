@@ -139,7 +139,8 @@ def build_toolbox(
     from tether.gateway.tools.reminders import reminder_tools
 
     sources: list[ToolSource] = [RouterTools(router), BuiltinTools(settings.agent.tools)]
-    if (reminders := reminder_tools(settings.agent.tools, extra.get("reminders"))) is not None:
+    reminders = reminder_tools(settings.agent.tools, extra.get("reminders"), store)
+    if reminders is not None:
         sources.append(reminders)  # schedule, list_schedules, cancel_schedule
     if settings.mcp.servers:
         # Imported only here: the MCP SDK (starlette, uvicorn, cryptography...) is ~30 MB

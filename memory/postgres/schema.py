@@ -185,6 +185,13 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX reminders_conversation ON reminders(conversation, status);
     """,
+    # who made a reminder (its maker may cancel it, and it counts against their cap);
+    # the caps count a chat's and a person's active ones from these indexes
+    """
+    ALTER TABLE reminders ADD COLUMN sender TEXT NOT NULL DEFAULT '';
+    CREATE INDEX reminders_target ON reminders(target, status);
+    CREATE INDEX reminders_sender ON reminders(sender, status);
+    """,
 ]
 
 

@@ -115,7 +115,8 @@ async def test_a_reminder_made_in_chat_fires_once_at_its_time(
 
 @pytest.mark.slow
 async def test_cancel_schedule_stops_a_recurring_one(tmp_path: Path, fake: FakeModel) -> None:
-    settings = make_settings(tmp_path, llm=llm(fake), agent={"handler": "llm"})
+    every_second = {"handler": "llm", "tools": {"reminders": {"min_interval": 1}}}
+    settings = make_settings(tmp_path, llm=llm(fake), agent=every_second)
     async with running(settings) as (gateway, loop):
         await loop.say(json.dumps({"text": "tick", "cron": "* * * * * *"}))  # every second
         sent = await loop.wait_for_sent(3, timeout=60)  # the answer, then two fires
