@@ -9,8 +9,11 @@ handler, the tool, the adapter or the config::
 
     Exception
     ├── Retryable                  try the event again later (retry_after: seconds)
+    │   └── ModelBusy              no model can answer within llm.max_retry_after (llm/waits.py)
     ├── Fatal                      dead-letter the event with a snapshot
-    │   └── KeysRefused            every API key of a provider refused (gateway/llm/keys.py)
+    │   ├── KeysRefused            every API key of a provider refused (gateway/llm/keys.py)
+    │   └── PathRefused            files=: a Path outside media.allow_paths, or not a regular
+    │                              file (gateway/handler/local_files.py)
     ├── BudgetExceeded             ctx.llm: the next call would cross a token budget
     ├── GatewayError               the gateway cannot start or reload as configured
     │   └── ToolClash              two tools with one name (gateway/tools/toolbox.py)
@@ -19,7 +22,9 @@ handler, the tool, the adapter or the config::
     ├── ToolError                  a tool's result the model reads as a failure
     │   └── ToolTimeout            the call was cancelled at its timeout: effect unknown
     ├── DownloadError              ctx.download: the platform will not give the file
-    │   └── TooLarge               over the cap the caller gave
+    │   ├── TooLarge               over the cap the caller gave
+    │   └── URLRefused             files=: a URL to a non-public address, not allowed, or too
+    │                              many redirects (adapters/url_guard.py)
     ├── SendError                  Adapter.send: how a platform call failed
     │   ├── SendRetryable          certainly not delivered: safe to retry
     │   ├── SendAmbiguous          may have been delivered (a timeout after the request)
