@@ -6,6 +6,13 @@ Feishu's message resources): safe to repeat, so a handler that runs again after 
 crash simply downloads again. The cap is checked against the size the platform states
 first, then against the bytes as they arrive: a file that lies about its size is cut
 off at the cap, not read into memory whole.
+
+:func:`fetch` is for those platform APIs only: its URLs come from the platform's own
+answers (getFile's ``file_path`` under the configured Bot API base, an attachment's URL
+in a Discord message) at hosts the operator configured, and a self-hosted Bot API
+server or a proxy in front of a platform often sits on loopback or the LAN, so no
+address is refused here. A URL a handler names (``files=``) is never fetched here but
+through :mod:`tether.adapters.url_guard`, which refuses private addresses.
 """
 
 from __future__ import annotations
@@ -43,7 +50,8 @@ async def read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
 async def fetch(
     url: str, cap: int, *, headers: dict[str, str] | None = None, timeout: float = 60.0
 ) -> bytes:
-    """GET ``url`` (at most ``cap`` bytes) on a session of its own."""
+    """GET ``url`` (at most ``cap`` bytes) on a session of its own: a platform's file
+    API only (see the module's docstring; handlers' URLs go through ``url_guard``)."""
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,

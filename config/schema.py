@@ -9,7 +9,7 @@ every section class is importable from here too:
 - ``llm.py``        ``llm:`` providers, models, routes, fallbacks
 - ``jobs.py``       one ``jobs:`` entry (cron)
 - here              ``agent``, ``memory``, ``http``, ``pipeline``, ``outbox``, ``access``,
-                    ``logging``, and the root that ties them together
+                    ``logging``, ``media``, and the root that ties them together
 
 Secrets are ``SecretStr`` so they are masked wherever the config is printed, and collected
 by :meth:`Settings.secrets` for the log redactor, with the credentials written inside
@@ -18,10 +18,13 @@ other values (a URL's password, a ``headers`` entry; see ``credentials.py``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import os
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic.functional_validators import AfterValidator
 
+from tether.addresses import HostRule, parse_rule, parse_rules
 from tether.config.agents import AgentSpec, RoomsConfig, check_agents
 from tether.config.console import UiConfig
 from tether.config.credentials import MASK, mask_urls, secret_name, url_secrets
@@ -46,6 +49,7 @@ from tether.config.platforms import (
 )
 from tether.config.section import Patterns, Section
 from tether.config.tools import DEFAULT_MAX_TOOL_ROUNDS, ToolsConfig
+from tether.files import in_pseudo_filesystem
 
 __all__ = [
     "AccessConfig",
@@ -63,6 +67,7 @@ __all__ = [
     "LLMProviderConfig",
     "LLMRouteConfig",
     "LoggingConfig",
+    "MediaConfig",
     "MemoryConfig",
     "OpsConfig",
     "OutboxConfig",
@@ -198,6 +203,42 @@ class LoggingConfig(Section):
     file: str | None = None
 
 
+def _folder(value: str) -> str:
+    if not os.path.isabs(value):
+        raise ValueError("must be an absolute path (a folder local files may come from)")
+    path = os.path.normpath(value)
+    if path in ("/", "//"):
+        raise ValueError("'/' would allow every file, the gateway's secrets included")
+    if in_pseudo_filesystem(path):
+        raise ValueError(f"{path} is a pseudo-filesystem, not a place for files to send")
+    return path
+
+
+def _host(value: str) -> str:
+    parse_rule(value)  # its ValueError says what is wrong with the entry
+    return value
+
+
+class MediaConfig(Section):
+    """``media:``: what ``files=`` may reach besides the bytes a handler holds. Closed by
+    default, since a handler often names a file from what a person or a model said
+    (docs/media.md): no local file, and URLs only to public addresses."""
+
+    #: Absolute folders a ``Path`` in ``files=`` may be read from (after symlinks and
+    #: ``..`` are resolved); never ``/``, ``/proc``, ``/sys`` or ``/dev``.
+    allow_paths: list[Annotated[str, AfterValidator(_folder)]] = []
+    #: Non-public hosts a URL may reach: ``cdn.lan``, ``10.0.0.0/8``, ``127.0.0.1:9000``,
+    #: ``[::1]:9000`` (tether/addresses.py).
+    allow_hosts: list[Annotated[str, AfterValidator(_host)]] = []
+    #: Seconds one URL may take in all, redirects included.
+    fetch_timeout: float = Field(default=30.0, gt=0)
+    #: Redirects one URL may follow; each is checked like the URL itself.
+    max_redirects: int = Field(default=5, ge=0, le=20)
+
+    def host_rules(self) -> tuple[HostRule, ...]:
+        return parse_rules(tuple(self.allow_hosts))
+
+
 class Settings(Section):
     """The root of ``tether.yaml``."""
 
@@ -217,6 +258,8 @@ class Settings(Section):
     ops: OpsConfig = OpsConfig()
     #: MCP servers whose tools the agent may call (config/mcp.py).
     mcp: McpConfig = McpConfig()
+    #: What ``files=`` may reach: local folders and non-public hosts.
+    media: MediaConfig = MediaConfig()
     #: Several agents, each with its own accounts (config/agents.py); ``agent:`` is the
     #: one-agent form. ``rooms:``: the guards where they hear each other.
     agents: list[AgentSpec] = []

@@ -23,6 +23,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 FileKind = Literal["photo", "document", "voice", "audio", "video"]
 KINDS: tuple[FileKind, ...] = ("photo", "document", "voice", "audio", "video")
+#: The kernel's pseudo-filesystems: their files are not files to send (no size, no end,
+#: or the process's own secrets: ``/proc/self/environ``), so no ``media.allow_paths``
+#: folder may be one of them or inside one, nor may a path resolve into one.
+PSEUDO_FILESYSTEMS = ("/proc", "/sys", "/dev")
+
+
+def in_pseudo_filesystem(path: str) -> bool:
+    """Whether the absolute, normalized ``path`` is one of :data:`PSEUDO_FILESYSTEMS`
+    or inside one."""
+    return any(path == root or path.startswith(root + "/") for root in PSEUDO_FILESYSTEMS)
 
 
 class OutFile(BaseModel):
@@ -51,8 +61,13 @@ class Upload:
 
 @dataclass(frozen=True, slots=True)
 class File:
-    """A file to send: ``source`` is a path, the bytes, or an ``http(s)`` URL (fetched
-    once, while the handler runs, and stored like bytes).
+    """A file to send: ``source`` is the bytes, a local file as a :class:`~pathlib.Path`
+    (read only inside ``media.allow_paths``), or an ``http(s)`` URL as a string (fetched
+    once, while the handler runs, from a public address unless ``media.allow_hosts``
+    allows the host, and stored like bytes).
+
+    A string is always a URL, never a path: a handler that passes on a string a person
+    or a model chose cannot make Tether read ``/proc/self/environ`` or ``../secrets``.
 
     ``kind`` defaults from the name's type (image → ``photo``, else ``document``); say
     ``"voice"`` for a voice note. ``name`` defaults from the path or URL.

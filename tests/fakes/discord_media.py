@@ -6,7 +6,8 @@ form into the JSON body, the files under ``_files``; :func:`attachments` turns t
 the ``attachments`` of the message Discord stores (served by the fake's CDN).
 
 :class:`FakeCdn` is ``cdn.discordapp.com``: it serves the files people attach, so that
-``ctx.download`` of a Discord attachment is a real HTTP GET.
+``ctx.download`` of a Discord attachment is a real HTTP GET. It also stands in for any
+web server a handler's URL names (``files=["https://…"]``), redirects included.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class FakeCdn:
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
+        self.redirects: dict[str, str] = {}
         self.fetched: list[str] = []
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -97,9 +99,18 @@ class FakeCdn:
         self.files[path] = data
         return f"http://127.0.0.1:{self.port}/{path}"
 
+    def redirect(self, location: str, status: int = 302) -> str:
+        """A URL answering ``status`` with ``Location: location``."""
+        path = f"redirect/{next(self._ids)}"
+        self.redirects[path] = f"{status} {location}"
+        return f"http://127.0.0.1:{self.port}/{path}"
+
     async def _serve(self, request: web.Request) -> web.Response:
         path = request.match_info["path"]
         self.fetched.append(path)
+        if path in self.redirects:
+            status, location = self.redirects[path].split(" ", 1)
+            return web.Response(status=int(status), headers={"Location": location})
         if path not in self.files:
             return web.Response(status=404)
         return web.Response(body=self.files[path], content_type="application/octet-stream")
