@@ -120,6 +120,7 @@ class Gateway:
             llm=self.llm,
             tools=self.toolbox,
             turns=self.turns,
+            media_config=lambda: self.settings.media,  # a reload's, from its next event on
         )
         self.dispatcher = Dispatcher(
             self.pipeline.run,

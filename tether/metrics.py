@@ -87,7 +87,8 @@ STREAM = Counter(
 MEDIA = Counter(
     "tether_media_files_total",
     "Files by transition: stored (a reply's), sent, downloaded, download_failed,"
-    " to_model (an image the llm agent sent a model), unusable (told it cannot use it)",
+    " to_model (an image the llm agent sent a model), unusable (told it cannot use it),"
+    " refused (a files= path or URL outside media.allow_paths / to a private address)",
     ["platform", "transition"],
 )
 

@@ -32,7 +32,7 @@ import structlog
 from tether import metrics
 from tether.adapters.base import Adapter
 from tether.backoff import full_jitter
-from tether.config.schema import PipelineConfig
+from tether.config.schema import MediaConfig, PipelineConfig
 from tether.errors import BudgetExceeded, Fatal, Retryable
 from tether.events import REPLY_META, OutMessage
 from tether.gateway.core import media, stop
@@ -69,6 +69,7 @@ class Pipeline:
         llm: LLM | None = None,
         tools: Toolset | None = None,
         turns: stop.Turns | None = None,
+        media_config: Callable[[], MediaConfig] = MediaConfig,
     ) -> None:
         self.store = store
         self.router = router
@@ -82,6 +83,9 @@ class Pipeline:
         #: The running turn of each conversation, for ``/stop`` (:mod:`.stop`), whose
         #: command is given the same registry when the gateway is built.
         self.turns = turns or stop.Turns(store)
+        #: What ``files=`` may reach (``media:``), as of the event's start: the gateway's
+        #: settings, which a reload replaces.
+        self.media_config = media_config
         self._downloads = media.Downloads(adapters)
 
     async def run(self, row: InboxRow) -> float | None:
@@ -96,7 +100,8 @@ class Pipeline:
             elog = elog.bind(agent=event.meta["agent"])
         elog.info("event.started", platform=event.platform, kind=event.kind.value)
         metrics.labelled(metrics.EVENTS, event.platform, "started").inc()
-        turn = Turn(self.store, self.adapters, self.llm, self.tools, self._downloads)
+        reach = self.media_config()  # media: as configured when the event starts
+        turn = Turn(self.store, self.adapters, self.llm, self.tools, self._downloads, media=reach)
         ctx = Context(event, row.conversation, row.attempts, elog, turn)
         llm = turn.llm  # this run's client to its end: a reload retires it only after
         if llm is not None:

@@ -20,6 +20,7 @@ import structlog
 from tether import metrics
 from tether.adapters.base import Adapter
 from tether.buttons import ButtonsSpec, keyboard
+from tether.config.schema import MediaConfig
 from tether.errors import ButtonError, DownloadError
 from tether.events import REPLY_META, Attachment, Event, OutMessage, Target
 from tether.gateway.handler import files as outgoing
@@ -55,6 +56,8 @@ class Turn:
     #: The step of the tool call running now (``tool:{round}:{index}``): a key that is
     #: stable across re-runs, which a tool can make its own effect idempotent by.
     tool_step: str | None = None
+    #: What ``files=`` may reach (``media:``): local directories and private hosts.
+    media: MediaConfig = field(default_factory=MediaConfig)
 
 
 def turn_of(ctx: Context) -> Turn:
@@ -196,7 +199,11 @@ class Context:
         rows = keyboard(buttons)
         # Stored now, before the checkpoint commits the row naming them (gateway/core/media.py).
         stored = await outgoing.store_files(
-            self._turn.store, files, cap=adapter.upload_limit, platform=target.platform
+            self._turn.store,
+            files,
+            cap=adapter.upload_limit,
+            platform=target.platform,
+            media=self._turn.media,
         )
         if not text and not stored:
             if rows:

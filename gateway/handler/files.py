@@ -6,6 +6,14 @@ they name are already durable, so a row never points at nothing. A handler that 
 again stores the same bytes under the same key (their sha256): nothing twice. Kept
 apart from ``gateway/core/media.py`` (rows → platform calls), which needs the adapters: the context
 imports this module, and must not reach the adapters through it.
+
+What a file may be is decided by its type, never guessed from a string: bytes are sent
+as they are; a ``Path`` is a local file, read only inside ``media.allow_paths``
+(``local_files.py``); a string is an ``http(s)`` URL, fetched through the guarded client
+(``adapters/url_guard.py``: public addresses only, unless ``media.allow_hosts`` says
+otherwise), or an error. A string that happens to look like ``/etc/passwd`` or
+``../x`` is not read: a handler that passes on what a person or a model said can then
+reach no more than a URL can.
 """
 
 from __future__ import annotations
@@ -19,10 +27,13 @@ from urllib.parse import unquote, urlsplit
 import structlog
 
 from tether import metrics
-from tether.adapters.media import DEFAULT_MAX_DOWNLOAD, fetch
+from tether.adapters.media import DEFAULT_MAX_DOWNLOAD
+from tether.adapters.url_guard import URLRefused, fetch_public
+from tether.config.schema import MediaConfig
 from tether.errors import DownloadError, Fatal, Retryable, TooLarge
 from tether.events import Attachment, Event
 from tether.files import KINDS, File, OutFile, guess_kind, guess_mime
+from tether.gateway.handler.local_files import PathRefused, read_confined
 from tether.memory.blobs import MAX_BLOB_BYTES
 from tether.memory.roles import BlobStore
 
@@ -32,42 +43,48 @@ __all__ = ["DEFAULT_MAX_DOWNLOAD", "Downloader", "File", "FileSpec", "blob_store
 
 
 FileSpec = File | str | Path | bytes
+_SHOWN = 200
 
 
 def _is_url(source: object) -> bool:
-    return isinstance(source, str) and source.startswith(("http://", "https://"))
+    return isinstance(source, str) and source[:8].lower().startswith(("http://", "https://"))
 
 
 def _default_name(source: str | Path | bytes) -> str:
     if isinstance(source, bytes):
         return "file"
-    if _is_url(source):
-        return unquote(urlsplit(str(source)).path.rsplit("/", 1)[-1]) or "file"
-    return Path(source).name or "file"
+    if isinstance(source, str):
+        return unquote(urlsplit(source).path.rsplit("/", 1)[-1]) or "file"
+    return source.name or "file"
 
 
-async def _read(spec: File, cap: int) -> bytes:
+async def _read(spec: File, cap: int, media: MediaConfig) -> bytes:
     source = spec.source
     if isinstance(source, bytes):
         return source
-    if _is_url(source):
-        try:
-            return await fetch(str(source), cap)
-        except TooLarge as exc:  # another try fetches the same bytes
-            raise Fatal(f"file {_default_name(source)!r}: {exc}") from exc
-        except DownloadError as exc:  # a URL that fails now may answer on a retry
-            raise Retryable(f"file {_default_name(source)!r}: {exc}") from exc
-    return await asyncio.to_thread(_read_path, Path(source), cap)
-
-
-def _read_path(path: Path, cap: int) -> bytes:
+    if isinstance(source, Path):
+        return await asyncio.to_thread(read_confined, source, media.allow_paths, cap)
+    if not _is_url(source):
+        shown = source if len(source) <= _SHOWN else source[:_SHOWN] + "…"
+        raise Fatal(
+            f"{shown!r} is not an http(s) URL; a local file is passed as a Path"
+            " (inside media.allow_paths), never as a string"
+        )
     try:
-        size = path.stat().st_size
-        if size > cap:
-            raise Fatal(f"file {str(path)!r} is {size} bytes, over the cap of {cap}")
-        return path.read_bytes()
-    except OSError as exc:
-        raise Fatal(f"file {str(path)!r} cannot be read: {exc.strerror or exc}") from exc
+        return await fetch_public(source, cap, media)
+    except (URLRefused, TooLarge) as exc:  # another try gets the same answer
+        raise Fatal(f"file {_default_name(source)!r}: {exc}") from exc
+    except DownloadError as exc:  # a URL that fails now may answer on a retry
+        raise Retryable(f"file {_default_name(source)!r}: {exc}") from exc
+
+
+def _note_refusal(exc: Fatal, platform: str) -> None:
+    """A refusal (a path outside media.allow_paths, a private address) is logged and
+    counted: an operator sees a handler, or a model through it, reach for what it may not."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, URLRefused) else exc
+    if isinstance(cause, URLRefused | PathRefused):
+        metrics.labelled(metrics.MEDIA, platform, "refused").inc()
+        log.warning("media.refused", platform=platform, reason=str(cause))
 
 
 def blob_store(store: object) -> BlobStore:
@@ -78,12 +95,18 @@ def blob_store(store: object) -> BlobStore:
 
 
 async def store_files(
-    store: object, specs: Sequence[FileSpec], cap: int | None = None, platform: str = ""
+    store: object,
+    specs: Sequence[FileSpec],
+    cap: int | None = None,
+    platform: str = "",
+    media: MediaConfig | None = None,
 ) -> list[OutFile]:
     """Each file's bytes stored as a blob, and the :class:`OutFile` that names it.
     ``cap`` is the platform's upload limit (its adapter's ``upload_limit``), and never
-    above the store's; ``platform`` names it in errors and logs."""
+    above the store's; ``platform`` names it in errors and logs; ``media`` is what local
+    paths and URLs may reach (``media:``; without it, no local file and no private host)."""
     cap = MAX_BLOB_BYTES if cap is None else min(cap, MAX_BLOB_BYTES)
+    media = media or MediaConfig()
     blobs = blob_store(store) if specs else None
     out: list[OutFile] = []
     for index, raw in enumerate(specs):
@@ -97,7 +120,13 @@ async def store_files(
         spec = raw if isinstance(raw, File) else File(raw)
         if spec.kind is not None and spec.kind not in KINDS:
             raise Fatal(f"files[{index}]: kind {spec.kind!r} is not one of {', '.join(KINDS)}")
-        data = await _read(spec, cap)
+        try:
+            data = await _read(spec, cap, media)
+        except Fatal as exc:
+            _note_refusal(exc, platform)
+            raise Fatal(f"files[{index}]: {exc}") from exc
+        except Retryable as exc:
+            raise Retryable(f"files[{index}]: {exc}", retry_after=exc.retry_after) from exc
         if len(data) > cap:
             where = f" for {platform}" if platform else ""
             raise Fatal(f"files[{index}]: {len(data)} bytes, over the cap of {cap}{where}")

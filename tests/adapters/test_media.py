@@ -34,6 +34,7 @@ from tether.adapters.loopback import LoopbackAdapter
 from tether.adapters.telegram import TelegramAdapter
 from tether.buttons import Button
 from tether.config import Settings
+from tether.config.schema import MediaConfig
 from tether.errors import Fatal, SendFatal
 from tether.events import OutMessage, Target
 from tether.files import KINDS, OutFile
@@ -50,6 +51,11 @@ def router() -> Router:
     root = Router("root")
     root.include(plugin.router)
     return root
+
+
+def local_files(tmp_path: Path) -> dict[str, Any]:
+    """``media:`` letting the plugin's document (a Path under TETHER_TEST_DIR) be read."""
+    return {"allow_paths": [str(tmp_path)]}
 
 
 # -- Telegram -------------------------------------------------------------------------
@@ -73,7 +79,7 @@ def telegram_settings(tmp_path: Path, fake: MediaTelegram) -> Settings:
         "poll_timeout": 1,
         "rate_limits": False,
     }
-    return make_settings(tmp_path, platforms={"telegram": section})
+    return make_settings(tmp_path, platforms={"telegram": section}, media=local_files(tmp_path))
 
 
 async def test_telegram_sends_a_photo_a_document_and_a_voice_note(
@@ -179,8 +185,9 @@ async def test_a_file_over_the_platform_cap_fails_at_reply_naming_it() -> None:
     cdn = await FakeCdn().start()
     try:
         url = cdn.add(eleven_mb, "big.bin")
+        media = MediaConfig(allow_hosts=[f"127.0.0.1:{cdn.port}"])  # the fake CDN is on loopback
         with pytest.raises(Fatal, match=r"'big.bin': the file is 11534336 bytes, over the"):
-            await store_files(store, [url], cap=DISCORD_CAP, platform="discord")  # a Fatal
+            await store_files(store, [url], cap=DISCORD_CAP, platform="discord", media=media)
     finally:
         await cdn.stop()
 
@@ -250,7 +257,8 @@ async def test_telegram_download_fetches_the_file_and_enforces_the_cap(
 
 def discord_settings(tmp_path: Path, fake: FakeDiscord, **extra: Any) -> Settings:
     section = {"token": fake.token, "api_base": fake.api_base, "gateway_url": fake.gateway_url}
-    return make_settings(tmp_path, platforms={"discord": {**section, **extra}})
+    platforms = {"discord": {**section, **extra}}
+    return make_settings(tmp_path, platforms=platforms, media=local_files(tmp_path))
 
 
 async def test_discord_sends_the_files_as_attachments_of_one_message(
@@ -346,7 +354,7 @@ def feishu_settings(tmp_path: Path, fake: MediaFeishu) -> Settings:
         "mode": "websocket",
         "rate_limits": False,
     }
-    return make_settings(tmp_path, platforms={"feishu": section})
+    return make_settings(tmp_path, platforms={"feishu": section}, media=local_files(tmp_path))
 
 
 async def test_feishu_uploads_then_sends_each_file_as_its_own_message(
@@ -423,7 +431,8 @@ async def test_a_url_is_fetched_once_and_a_platform_without_files_names_them(
 
     try:
         without_files = NoFiles()
-        async with running(make_settings(tmp_path), handlers, without_files) as (
+        media = {"allow_paths": [str(tmp_path)], "allow_hosts": [f"127.0.0.1:{cdn.port}"]}
+        async with running(make_settings(tmp_path, media=media), handlers, without_files) as (
             _gateway,
             adapter,
         ):

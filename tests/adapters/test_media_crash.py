@@ -46,6 +46,11 @@ FILES = [plugin.PHOTO, plugin.DOCUMENT, plugin.VOICE]
 PLUGIN = ["tests.plugins.media:router"]
 
 
+def local_files(tmp_path: Path) -> dict[str, Any]:
+    """``media:`` letting the plugin's document (a Path under TETHER_TEST_DIR) be read."""
+    return {"allow_paths": [str(tmp_path)]}
+
+
 def outbox(tmp_path: Path) -> list[tuple[str, str]]:
     return [(str(key).split("#")[-1], str(status)) for key, status in
             db_rows(tmp_path, "SELECT key, status FROM outbox ORDER BY seq")]  # fmt: skip
@@ -86,7 +91,9 @@ async def test_telegram_a_photo_cut_off_after_telegram_made_it_is_not_sent_again
     try:
         section = {"token": fake.token, "base_url": fake.base_url, "poll_timeout": 1,
                    "rate_limits": False}  # fmt: skip
-        config = write_config(tmp_path, plugins=PLUGIN, platforms={"telegram": section})
+        config = write_config(
+            tmp_path, plugins=PLUGIN, media=local_files(tmp_path), platforms={"telegram": section}
+        )
         fake.hold("sendPhoto")
         fake.push(message=fake.message(42, "files"))
 
@@ -121,7 +128,9 @@ async def test_discord_files_posted_before_the_kill_are_not_posted_twice(
     try:
         section = {"token": fake.token, "api_base": fake.api_base,
                    "gateway_url": fake.gateway_url}  # fmt: skip
-        config = write_config(tmp_path, plugins=PLUGIN, platforms={"discord": section})
+        config = write_config(
+            tmp_path, plugins=PLUGIN, media=local_files(tmp_path), platforms={"discord": section}
+        )
         # Made, and the answer withheld for longer than the kill takes (``between`` checks
         # that it never arrived: the row is still 'sending'). Not longer: the fake's
         # stop waits for the withheld answer.
@@ -158,7 +167,9 @@ async def feishu_crash(tmp_path: Path, hold: str) -> tuple[MediaFeishu, list[Any
     try:
         section = {"app_id": APP_ID, "app_secret": APP_SECRET, "domain": fake.domain,
                    "mode": "websocket", "rate_limits": False}  # fmt: skip
-        config = write_config(tmp_path, plugins=PLUGIN, platforms={"feishu": section})
+        config = write_config(
+            tmp_path, plugins=PLUGIN, media=local_files(tmp_path), platforms={"feishu": section}
+        )
         fake.hold(hold)
 
         async def reached() -> None:

@@ -5,7 +5,12 @@
 - ``album``: two photos;
 - ``/ask files`` (Discord's slash command): as ``files``;
 - a message with a file: downloads it (``max:N`` in the text caps it) and answers
-  with its size and sha256, or why not.
+  with its size and sha256, or why not;
+- ``path TEXT``: sends ``Path(TEXT)``, the careless handler ``media.allow_paths`` exists
+  for (``/dev/zero``, a FIFO or a device node named in chat must be refused, not read).
+  Its first run caps the process's address space at 2 GiB above what it uses then, so
+  a regression that reads ``/dev/zero`` fails its test with a MemoryError instead of
+  taking the machine's memory.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import resource
 import tempfile
 from pathlib import Path
 
@@ -62,6 +68,20 @@ async def ask(ctx: Context) -> None:
 @router.text(r"^album$")
 async def album(ctx: Context) -> None:
     await ctx.reply("two photos", files=[File(PHOTO, name="a.png"), File(PHOTO, name="b.png")])
+
+
+def _cap_memory() -> None:
+    with open("/proc/self/status") as status:
+        size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    limit = (size + 2 * 1024 * 1024) * 1024  # kB → bytes, 2 GiB above now
+    if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@router.text(r"^path (.+)$")
+async def path(ctx: Context) -> None:
+    _cap_memory()
+    await ctx.reply("here it is", files=[Path(ctx.event.text.split(" ", 1)[1])])
 
 
 @router.on(Kind.MESSAGE, when=lambda event: bool(event.attachments))
