@@ -17,6 +17,7 @@ from typing import TextIO
 import yaml
 
 from tether.config import Settings, load, plugin_path
+from tether.config.console import exposure_problem
 from tether.config.mcp import missing_program
 from tether.errors import ConfigError, GatewayError, JobError
 from tether.gateway import inspection
@@ -203,6 +204,9 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
         problem = missing_program(server)
         if problem:
             raise GatewayError(f"mcp.servers.{name}.command: {problem}")
+    exposed = exposure_problem(settings.http.host, settings.http.ui)
+    if settings.http.enabled and exposed:  # the console in plain text beyond loopback
+        raise GatewayError(exposed)
     # scrubbed too: a value read from a ${file:...} is a secret in any key
     print(redactor.scrub(yaml.safe_dump(settings.masked(), sort_keys=False)), end="")
     print(f"config ok ({inspection.sources(settings, args.config)})", file=sys.stderr)

@@ -55,15 +55,49 @@ class SendInfo:
 
 
 @dataclass(slots=True)
+class Moved:
+    """One move of an event's inbox row off the plain path (received → running → done):
+    an attempt that failed (``retry_wait``, with its error and when it runs again), one
+    begun again, a death, a requeue (``received`` after ``dead`` or ``retry_wait``), a
+    run cut off by a restart (``received`` after ``running``).
+
+    The SQL stores write these from a trigger on the inbox (``inbox_history``), in the
+    transaction of the move itself: the pipeline writes nothing more, and an event that
+    went the plain way costs no row. A requeue resets the attempts and drops the dead
+    letter; the history is what still says it died, and why."""
+
+    status: str
+    before: str
+    attempts: int
+    error: str | None
+    retry_at: float | None
+    at: float
+
+
+@dataclass(slots=True)
 class Timeline:
     """Everything the store knows about one event: received → steps → done | dead → sends."""
 
     event: EventInfo
     steps: list[StepInfo] = field(default_factory=list)
-    #: ``(call name, model, tokens, cost)`` per LLM call the event paid for.
-    usage: list[tuple[str, str, int, float]] = field(default_factory=list)
+    #: ``(call name, model, tokens, cost, when)`` per LLM call the event paid for.
+    usage: list[tuple[str, str, int, float, float]] = field(default_factory=list)
     sends: list[SendInfo] = field(default_factory=list)
     dead: DeadLetter | None = None
+    #: Its moves off the plain path, oldest first (:class:`Moved`).
+    moves: list[Moved] = field(default_factory=list)
+
+
+def off_the_plain_path(before: str, status: str, attempts: int) -> bool:
+    """Whether a move from ``before`` to ``status`` is kept in the history: every move
+    but a first attempt begun (``received`` → ``running``, attempt 1) and a finish
+    (``received`` or ``running`` → ``done``), which the inbox row itself tells. The SQL
+    triggers say the same in SQL (``memory/sqlite/schema.py``, ``memory/postgres/schema.py``)."""
+    if before == status:
+        return False
+    if before == "received" and status == "running":
+        return attempts > 1
+    return not (before in ("received", "running") and status == "done")
 
 
 @dataclass(slots=True)

@@ -35,6 +35,7 @@ from tether.memory.records import (
     UsageRecord,
     Window,
 )
+from tether.memory.revocations import RevocationStore
 from tether.memory.roles import (
     BlobStore,
     ConversationStore,
@@ -71,6 +72,7 @@ __all__ = [
     "Pairing",
     "PairingStore",
     "ReportStore",
+    "RevocationStore",
     "StepStore",
     "Store",
     "Turn",
@@ -94,6 +96,7 @@ class Store(
     ReportStore,
     ReminderStore,
     ConsoleStore,
+    RevocationStore,
     BlobStore,
     Protocol,
 ):

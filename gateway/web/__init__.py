@@ -7,8 +7,10 @@ static files ship in the wheel.
 
 All of it is one aiohttp sub-application under ``/ui`` with its own guard
 (:mod:`.auth`): a session for every route but the login page and the static files, a
-CSRF token for every request that changes something. The server binds to
-``http.host`` (127.0.0.1 by default); reach it from elsewhere through a TLS proxy.
+CSRF token for every request that changes something, an allowed ``Host`` for all of
+them. The server binds to ``http.host`` (127.0.0.1 by default); reach it from elsewhere
+through a TLS proxy, which the YAML must name (``http.ui.behind_tls_proxy``) before the
+console listens anywhere but on loopback (:func:`~tether.config.console.exposure_problem`).
 
 Routes::
 
@@ -27,8 +29,10 @@ from __future__ import annotations
 import structlog
 from aiohttp import web
 
+from tether.config.console import exposure_problem
+from tether.errors import GatewayError
 from tether.gateway.web.api import Actions
-from tether.gateway.web.auth import Auth, middleware
+from tether.gateway.web.auth import Auth, middleware, secure
 from tether.gateway.web.host import ConsoleHost
 from tether.gateway.web.live import LiveHub
 from tether.gateway.web.pages import Pages
@@ -40,9 +44,14 @@ log = structlog.get_logger("tether.console")
 
 
 def mount_console(app: web.Application, host: ConsoleHost) -> None:
-    """Add ``/ui`` to ``app`` (before the server starts); needs ``http.ui.enabled``."""
+    """Add ``/ui`` to ``app`` (before the server starts); needs ``http.ui.enabled``.
+    Refused (:class:`GatewayError`) where the console would cross a network in plain
+    text: ``tether check`` says the same before."""
     config = host.settings.http.ui
-    auth = Auth(config)
+    problem = exposure_problem(host.settings.http.host, config)
+    if problem:
+        raise GatewayError(problem)
+    auth = Auth(config, lambda: host.store)
     render = Renderer(chat=host.settings.platforms.web.enabled)
     pages, actions, hub = Pages(host, render), Actions(host, auth, render), LiveHub()
     ui = web.Application(middlewares=[middleware(auth)])
@@ -69,9 +78,17 @@ def mount_console(app: web.Application, host: ConsoleHost) -> None:
     ui.router.add_static("/static/", STATIC, append_version=True)
     app.router.add_get("/ui", _to_overview)  # before the sub-app, which would 404 it
     app.add_subapp("/ui", ui)
+    app.on_response_prepare.append(secure)  # every /ui response, whoever answered it
     app.on_shutdown.append(hub.close)  # open live streams end with the server
     hub.attach()
-    log.info("console.mounted", path="/ui", chat=render.chat)
+    log.info(
+        "console.mounted",
+        path="/ui",
+        chat=render.chat,
+        host=host.settings.http.host,
+        behind_tls_proxy=config.behind_tls_proxy,
+        allowed_hosts=config.allowed_hosts,
+    )
 
 
 async def _to_overview(_request: web.Request) -> web.Response:

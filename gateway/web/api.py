@@ -8,14 +8,19 @@ or a chat command would run, never a second implementation of it.
   accepted through the inbox.
 - Edit or forget a fact: the store's operator edits (``/forget`` deletes the same way).
 - The web chat: a message is accepted by the web adapter (deduplicated on its key); the
-  chat is read back from the store.
+  chat is read back from the store. The answer is what the inbox did with it: new,
+  already there (a resend), or refused (422, with the reason: a message no store can
+  hold), which the page then shows as not sent instead of dropping it.
+
+What a form or a body holds is outside input: a value that cannot be what it names (an
+id beyond a 64-bit integer, a NUL no PostgreSQL text can hold) is a 400 that says which,
+never a 500 from the store.
 
 Every action is logged (``console.*``) with what it touched, never with a secret.
 """
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from typing import Any
 from urllib.parse import quote
@@ -24,14 +29,25 @@ import structlog
 from aiohttp import web
 from prometheus_client import Counter
 
+from tether.adapters.untrusted import unstorable
 from tether.adapters.web import WebAdapter, WebChatError
 from tether.cron import stamp
-from tether.gateway.web.auth import COOKIE, LOGIN_COOKIE, SID, Auth, over_tls, safe_next
+from tether.gateway.web.auth import (
+    COOKIE,
+    LOGIN_COOKIE,
+    LOGIN_FORM_SECONDS,
+    Auth,
+    over_tls,
+    safe_next,
+)
 from tether.gateway.web.host import ConsoleHost
 from tether.gateway.web.render import Renderer
+from tether.gateway.web.retry import retry
 from tether.keys import event_of
 from tether.memory import tokens
 from tether.scheduler.jobs import manual_cursor, now_utc
+
+__all__ = ["Actions", "retry"]
 
 log = structlog.get_logger("tether.console")
 
@@ -40,17 +56,8 @@ ACTIONS = Counter("tether_console_actions_total", "Operator actions in the conso
 MAX_FACT = 2000
 
 
-async def retry(host: ConsoleHost, key: str) -> bool:
-    """``tether dead retry KEY``, and the requeued row straight into this gateway's lanes."""
-    if not await host.store.requeue(key):
-        return False
-    row = await host.store.inbox_row(key)
-    if row is not None and row.status == "received":
-        await host.dispatcher.submit([row])
-    else:  # an outbox row (``{event}#{n}``): into its chat's send lane
-        rows = await host.store.outbox_rows(event_of(key))
-        host.outbox.enqueue([out for out in rows if out.key == key])
-    return True
+#: Fact ids are SQL integers: SQLite's and PostgreSQL's BIGINT hold 64 bits, signed.
+MAX_ID = 2**63 - 1
 
 
 class Actions:
@@ -62,12 +69,12 @@ class Actions:
     # -- login ------------------------------------------------------------------------
 
     async def login_page(self, request: web.Request) -> web.Response:
-        if self.auth.session(request) is not None:
+        if await self.auth.session(request) is not None:
             raise web.HTTPFound(safe_next(request.query.get("next", "/ui")))
         return self._login_form(request, "")
 
     def _login_form(self, request: web.Request, error: str, status: int = 200) -> web.Response:
-        nonce = secrets.token_urlsafe(18)
+        nonce = self.auth.login_nonce()
         response = self.render.page(
             request,
             "login.html",
@@ -82,7 +89,7 @@ class Actions:
             path="/ui",
             httponly=True,
             samesite="Strict",
-            max_age=3600,
+            max_age=LOGIN_FORM_SECONDS,
             secure=over_tls(request),
         )
         return response
@@ -97,14 +104,9 @@ class Actions:
             return response
         form = await request.post()
         password, nonce = form.get("password"), form.get("csrf")
-        expected = request.cookies.get(LOGIN_COOKIE, "")
-        if (
-            not isinstance(nonce, str)
-            or not expected
-            or not secrets.compare_digest(nonce.encode(), expected.encode())
-        ):
+        if not await self.auth.spend_login_nonce(nonce, request.cookies.get(LOGIN_COOKIE, "")):
             log.warning("console.csrf_refused", path=request.path, remote=remote)
-            return self._login_form(request, "The form expired: try again.", 403)
+            return self._login_form(request, "The form expired or was used: try again.", 403)
         if not isinstance(password, str) or not await self.auth.check(password):
             self.auth.failed(remote)
             return self._login_form(request, "Wrong password.", 401)
@@ -116,7 +118,7 @@ class Actions:
         raise response
 
     async def logout(self, request: web.Request) -> web.Response:
-        self.auth.revoke(request[SID])
+        await self.auth.revoke(request)
         log.info("console.logout", remote=request.remote)
         response = web.HTTPFound("/ui/login")
         response.del_cookie(COOKIE, path="/ui")
@@ -126,7 +128,11 @@ class Actions:
 
     async def _form(self, request: web.Request) -> dict[str, str]:
         form = await request.post()
-        return {k: v for k, v in form.items() if isinstance(v, str)}
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        for name, value in fields.items():
+            if "\x00" in value:
+                raise web.HTTPBadRequest(text=f"{name}: holds a NUL character")
+        return fields
 
     async def retry_dead(self, request: web.Request) -> web.Response:
         key = (await self._form(request)).get("key", "")
@@ -142,6 +148,8 @@ class Actions:
             fact_id = int(form.get("id", ""))
         except ValueError:
             raise web.HTTPBadRequest(text="id: not a number") from None
+        if not 0 < fact_id <= MAX_ID:
+            raise web.HTTPBadRequest(text=f"id: 1 to {MAX_ID}")
         store = self.host.store
         if action == "forget":
             ok = await store.forget_fact(conversation, fact_id)
@@ -186,10 +194,20 @@ class Actions:
             isinstance(body.get(k), str) for k in ("chat", "id", "text")
         ):
             return web.json_response({"error": "body: chat, id and text strings"}, status=400)
+        chat, message_id, text = body["chat"], body["id"], body["text"]
         try:
-            new = await adapter.say(body["chat"], body["id"], body["text"])
+            event = adapter.event(chat, message_id, text)
+            new = await adapter.say(chat, message_id, text)
         except WebChatError as exc:
-            return web.json_response({"error": str(exc)}, status=400)
+            return web.json_response({"accepted": False, "error": str(exc)}, status=400)
+        except RuntimeError:  # the adapter is stopping (or not started): try again later
+            return web.json_response({"accepted": False, "error": "not running"}, status=503)
+        if not new and await self.host.store.inbox_row(event.key) is None:
+            # Not new, and not there: the inbox refused it (and logged event.unstorable).
+            reason = unstorable(event) or "the inbox refused it"
+            log.warning("console.chat_refused", key=event.key, reason=reason)
+            refused = {"accepted": False, "error": f"not sent: {reason}"}
+            return web.json_response(refused, status=422)
         return web.json_response({"accepted": True, "new": new})
 
     async def chat_log(self, request: web.Request) -> web.Response:

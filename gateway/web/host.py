@@ -11,6 +11,7 @@ from tether.config.schema import Settings
 from tether.gateway.core.dispatcher import Dispatcher
 from tether.gateway.core.inbox import Inbox
 from tether.gateway.core.outbox import Outbox
+from tether.gateway.llm.client import LLM
 from tether.memory.store import Store
 from tether.scheduler.jobs import Job
 from tether.scheduler.runner import Scheduler
@@ -42,3 +43,8 @@ class ConsoleHost(Protocol):
 
     @property
     def scheduler(self) -> Scheduler | None: ...
+
+    @property
+    def llm(self) -> LLM | None:
+        """The model client (its breakers and key pools say when a model can answer)."""
+        ...

@@ -17,6 +17,8 @@ from tether.cron import zone
 from tether.gateway.web.charts import bars
 from tether.gateway.web.host import ConsoleHost
 from tether.gateway.web.render import Renderer
+from tether.gateway.web.retry import outcome
+from tether.gateway.web.timeline import entries
 from tether.memory.console import SERIES
 from tether.memory.records import UNSENT_OUTBOX
 from tether.scheduler.jobs import last_fire, now_utc
@@ -109,17 +111,18 @@ class Pages:
         timeline = await self.host.store.timeline(key) if key else None
         if timeline is None:
             return self.render.page(request, "missing.html", what=f"event {key!r}", status=404)
-        return self.render.page(request, "event.html", t=timeline)
+        return self.render.page(request, "event.html", t=timeline, entries=entries(timeline))
 
     async def dead(self, request: web.Request) -> web.Response:
         letters = await self.host.store.dead_letters()
+        retried = request.query.get("retried", "")[:500]
         return self.render.page(
             request,
             "dead.html",
             letters=list(reversed(letters))[:200],
             sends=await self.host.store.failed_sends(200),
-            done=request.query.get("retried", ""),
-            failed=request.query.get("missing", ""),
+            done=await outcome(self.host, retried) if retried else "",
+            failed=request.query.get("missing", "")[:500],
         )
 
     async def conversations(self, request: web.Request) -> web.Response:

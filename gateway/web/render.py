@@ -3,6 +3,8 @@ view uses, which adds what the layout needs (the CSRF token, the navigation)."""
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,19 @@ def when(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+#: Characters a snapshot shows as ``\\uXXXX``: bidi controls and other invisible format
+#: characters, which would reorder or hide what is around them in a debugging view.
+_INVISIBLE = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def snapshot(value: Any) -> str:
+    """A dead letter's snapshot as indented JSON, escaped once (by the page's autoescape,
+    not also by ``tojson``'s HTML escapes, which showed ``\\u003c`` for ``<``), with
+    every character as itself except the invisible ones (:data:`_INVISIBLE`)."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return _INVISIBLE.sub(lambda found: f"\\u{ord(found[0]):04x}", text)
+
+
 def scrub(value: Any) -> str:
     """What a page shows of stored text that may hold a secret (an error, a traceback):
     what the log would show, with every configured secret masked."""
@@ -40,6 +55,7 @@ class Renderer:
         )
         self.env.filters["when"] = when
         self.env.filters["scrub"] = scrub
+        self.env.filters["snapshot"] = snapshot
 
     def page(
         self, request: web.Request, template: str, *, status: int = 200, **context: Any
@@ -50,12 +66,5 @@ class Renderer:
             chat_enabled=self.chat,
             **context,
         )
-        response = web.Response(text=html, content_type="text/html", status=status)
-        response.headers["Content-Security-Policy"] = (
-            "default-src 'self'; img-src 'self' data:; style-src 'self';"
-            " frame-ancestors 'none'; form-action 'self'"
-        )
-        response.headers["X-Frame-Options"] = "DENY"
-        response.headers["Referrer-Policy"] = "same-origin"
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        return response
+        # The security headers are every /ui response's (auth.secure), not only a page's.
+        return web.Response(text=html, content_type="text/html", status=status)

@@ -10,17 +10,20 @@ is the store for tests and the baseline of benchmarks, not one to run a console 
 from __future__ import annotations
 
 import math
+import time
 
 from tether.memory.console import (
     ChatLine,
     ConversationInfo,
     EventInfo,
+    Moved,
     SendInfo,
     StepInfo,
     Timeline,
     empty_series,
+    off_the_plain_path,
 )
-from tether.memory.records import DeadLetter, Fact, InboxRow, OutboxRow
+from tether.memory.records import DeadLetter, Fact, InboxRow, InboxStatus, OutboxRow
 
 
 class ConsoleTables:
@@ -36,6 +39,20 @@ class ConsoleTables:
 
     def _check(self) -> None:
         raise NotImplementedError
+
+    def _move(self, row: InboxRow, status: InboxStatus, **changes: object) -> None:
+        """Move ``row`` to ``status`` (with ``changes`` to its other fields), and keep the
+        move in its history as the SQL stores' trigger does
+        (:func:`~tether.memory.console.off_the_plain_path`)."""
+        before = row.status
+        row.status = status
+        for name, value in changes.items():
+            setattr(row, name, value)
+        if off_the_plain_path(before, status, row.attempts):
+            if not hasattr(self, "_history"):
+                self._history: dict[str, list[Moved]] = {}
+            move = Moved(status, before, row.attempts, row.error, row.retry_at, time.time())
+            self._history.setdefault(row.key, []).append(move)
 
     def _info(self, row: InboxRow) -> EventInfo:
         at = self._touched.get(row.key, 0.0)
@@ -85,7 +102,9 @@ class ConsoleTables:
         steps = [
             StepInfo(name, 0.0, result) for (k, name), result in self._steps.items() if k == key
         ]
-        return Timeline(self._info(row), steps, [], self._sends(key), self._dead.get(key))
+        moves = list(getattr(self, "_history", {}).get(key, []))
+        dead = self._dead.get(key)
+        return Timeline(self._info(row), steps, [], self._sends(key), dead, moves)
 
     def _sends(self, event_key: str | None, statuses: tuple[str, ...] = ()) -> list[SendInfo]:
         return [

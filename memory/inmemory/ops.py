@@ -5,6 +5,7 @@ apart so each module stays one screenful of concern."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow, Pairing, Usage
@@ -20,6 +21,8 @@ class OpsTables:
     _dead: dict[str, DeadLetter]
     _pairings: dict[tuple[str, str], Pairing]
     _sent_at: dict[str, float]
+    #: Declared, not defined: ConsoleTables' (later in the store's bases) is the one.
+    _move: Callable[..., None]
 
     def _check(self) -> None:
         raise NotImplementedError
@@ -108,7 +111,7 @@ class OpsTables:
         self._check()
         row = self._inbox.get(key)
         if row and row.status in ("dead", "retry_wait"):
-            row.status, row.attempts, row.retry_at = "received", 0, None
+            self._move(row, "received", attempts=0, retry_at=None)
             self._touched[key] = time.time()
             self._dead.pop(key, None)
             return True

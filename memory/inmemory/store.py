@@ -33,10 +33,13 @@ from tether.memory.records import (
     Window,
 )
 from tether.memory.reminders import MemoryReminders
+from tether.memory.revocations import MemoryRevocations
 from tether.memory.store import Store
 
 
-class MemoryStore(MemoryReminders, MemoryBlobs, StepTables, OpsTables, ConsoleTables, Store):
+class MemoryStore(
+    MemoryReminders, MemoryBlobs, MemoryRevocations, StepTables, OpsTables, ConsoleTables, Store
+):
     """Dicts and lists behind the store contract. Each method finishes its changes before
     it awaits anything, so calls on one event loop need no locks."""
 
@@ -103,7 +106,7 @@ class MemoryStore(MemoryReminders, MemoryBlobs, StepTables, OpsTables, ConsoleTa
         self._check()
         for row in self._inbox.values():
             if row.status == "running":
-                row.status = "received"
+                self._move(row, "received")
         return [replace(r) for r in self._inbox.values() if r.status in UNFINISHED_INBOX]
 
     async def lane(self, conversation: str) -> list[InboxRow]:
@@ -132,7 +135,7 @@ class MemoryStore(MemoryReminders, MemoryBlobs, StepTables, OpsTables, ConsoleTa
         row.attempts += 1
         row.status = "running"
         stored = self._inbox[row.key]
-        stored.attempts, stored.status = row.attempts, "running"
+        self._move(stored, "running", attempts=row.attempts)
         self._touched[row.key] = time.time()
 
     async def checkpoint(
@@ -162,12 +165,12 @@ class MemoryStore(MemoryReminders, MemoryBlobs, StepTables, OpsTables, ConsoleTa
     async def retry_later(self, key: str, retry_at: float, error: str) -> None:
         self._check()
         stored = self._inbox[key]
-        stored.status, stored.retry_at, stored.error = "retry_wait", retry_at, error
+        self._move(stored, "retry_wait", retry_at=retry_at, error=error)
 
     async def bury(self, letter: DeadLetter, outbox: Sequence[OutMessage] = ()) -> list[OutboxRow]:
         self._check()
         stored = self._inbox[letter.key]
-        stored.status, stored.error, stored.retry_at = "dead", letter.error, None
+        self._move(stored, "dead", error=letter.error, retry_at=None)
         self._dead[letter.key] = replace(
             letter, snapshot=copy.deepcopy(letter.snapshot), created=time.time()
         )

@@ -192,6 +192,42 @@ MIGRATIONS: list[str] = [
     CREATE INDEX reminders_target ON reminders(target, status);
     CREATE INDEX reminders_sender ON reminders(sender, status);
     """,
+    # the console: spent tokens (logouts, used login forms) for every instance and
+    # restart (memory/revocations.py); each event's moves off the plain path, written by
+    # the inbox itself in the move's own transaction (memory/console.py, Moved). The
+    # trigger's WHEN is checked without calling the function, so the plain path pays
+    # no PL/pgSQL call.
+    """
+    CREATE TABLE console_revoked (
+        id    TEXT PRIMARY KEY,
+        until DOUBLE PRECISION NOT NULL,
+        claim TEXT NOT NULL
+    );
+    CREATE TABLE inbox_history (
+        seq      BIGSERIAL PRIMARY KEY,
+        key      TEXT NOT NULL,
+        status   TEXT NOT NULL,
+        before   TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        error    TEXT,
+        retry_at DOUBLE PRECISION,
+        at       DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX inbox_history_key ON inbox_history(key, at);
+    CREATE FUNCTION inbox_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO inbox_history (key, status, before, attempts, error, retry_at, at)
+        VALUES (NEW.key, NEW.status, OLD.status, NEW.attempts, NEW.error, NEW.retry_at,
+                NEW.updated);
+        RETURN NULL;
+    END;
+    $$;
+    CREATE TRIGGER inbox_moved AFTER UPDATE OF status ON inbox FOR EACH ROW
+    WHEN (OLD.status <> NEW.status
+        AND NOT (OLD.status = 'received' AND NEW.status = 'running' AND NEW.attempts <= 1)
+        AND NOT (OLD.status IN ('received', 'running') AND NEW.status = 'done'))
+    EXECUTE FUNCTION inbox_moved();
+    """,
 ]
 
 

@@ -16,6 +16,7 @@ from tether.memory.console import (
     ChatLine,
     ConversationInfo,
     EventInfo,
+    Moved,
     SendInfo,
     StepInfo,
     Timeline,
@@ -35,8 +36,12 @@ _FIND = (
 _EVENT = f"SELECT {_EVENT_COLUMNS} FROM inbox WHERE key = ?"
 _STEPS = "SELECT name, result, created FROM steps WHERE event_key = ? ORDER BY created, name"
 _USAGE = (
-    "SELECT name, model, prompt_tokens + completion_tokens, cost FROM usage_calls"
+    "SELECT name, model, prompt_tokens + completion_tokens, cost, created FROM usage_calls"
     " WHERE event_key = ? ORDER BY created, name"
+)
+_MOVES = (
+    "SELECT status, before, attempts, error, retry_at, at FROM inbox_history"
+    " WHERE key = ? ORDER BY at, seq"
 )
 _SENDS = (
     "SELECT key, payload, status, attempts, platform_id, error, created, updated"
@@ -128,12 +133,16 @@ class ConsoleSql:
             for name, result, created in await self._rows(_STEPS, (key,))
         ]
         usage = [
-            (str(name), str(model), int(tokens), float(cost))
-            for name, model, tokens, cost in await self._rows(_USAGE, (key,))
+            (str(name), str(model), int(tokens), float(cost), float(created))
+            for name, model, tokens, cost, created in await self._rows(_USAGE, (key,))
         ]
         sends = [_send_info(row) for row in await self._rows(_SENDS, (key,))]
         dead = await self.dead_letter(key)
-        return Timeline(_event_info(rows[0]), steps, usage, sends, dead)
+        moves = [
+            Moved(str(status), str(before), int(attempts), error, retry_at, float(at))
+            for status, before, attempts, error, retry_at, at in await self._rows(_MOVES, (key,))
+        ]
+        return Timeline(_event_info(rows[0]), steps, usage, sends, dead, moves)
 
     async def conversation_list(self, limit: int = 100) -> list[ConversationInfo]:
         rows = await self._rows(_CONVERSATIONS, (limit,))

@@ -33,6 +33,7 @@ from tether.memory.records import (
     Window,
 )
 from tether.memory.reminders import SqlReminders
+from tether.memory.revocations import SqlRevocations
 from tether.memory.sql import statements as sql
 from tether.memory.sql.console import ConsoleSql
 from tether.memory.sql.rows import (
@@ -56,7 +57,7 @@ class Commit(Protocol):
     def __call__(self, phase: int, *statements: Statement) -> Awaitable[None]: ...
 
 
-class SqlStore(SqlReminders, SqlBlobs, ConsoleSql, Store):
+class SqlStore(SqlReminders, SqlBlobs, SqlRevocations, ConsoleSql, Store):
     #: An attribute, not a method: SQLite binds its link's own ``write`` here, so a write
     #: costs no extra call on the way to the writer.
     _write: Commit

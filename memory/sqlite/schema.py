@@ -190,6 +190,36 @@ MIGRATIONS: list[str] = [
     CREATE INDEX reminders_target ON reminders(target, status);
     CREATE INDEX reminders_sender ON reminders(sender, status);
     """,
+    # the console: spent tokens (logouts, used login forms) for every instance and
+    # restart (memory/revocations.py); each event's moves off the plain path, written by
+    # the inbox itself in the move's own transaction (memory/console.py, Moved)
+    """
+    CREATE TABLE console_revoked (
+        id    TEXT PRIMARY KEY,
+        until REAL NOT NULL,
+        claim TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE inbox_history (
+        seq      INTEGER PRIMARY KEY,
+        key      TEXT NOT NULL,
+        status   TEXT NOT NULL,
+        before   TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        error    TEXT,
+        retry_at REAL,
+        at       REAL NOT NULL
+    );
+    CREATE INDEX inbox_history_key ON inbox_history(key, at);
+    CREATE TRIGGER inbox_moved AFTER UPDATE OF status ON inbox
+    WHEN OLD.status <> NEW.status
+        AND NOT (OLD.status = 'received' AND NEW.status = 'running' AND NEW.attempts <= 1)
+        AND NOT (OLD.status IN ('received', 'running') AND NEW.status = 'done')
+    BEGIN
+        INSERT INTO inbox_history (key, status, before, attempts, error, retry_at, at)
+        VALUES (NEW.key, NEW.status, OLD.status, NEW.attempts, NEW.error, NEW.retry_at,
+                NEW.updated);
+    END;
+    """,
 ]
 
 

@@ -712,3 +712,56 @@ async def test_reminders_are_added_once_listed_by_owner_and_finished_once(store:
     assert [r.id for r in await store.reminders("c1")] == ["r-1"]
     kept = await store.reminders("c1", active=False)
     assert [(r.id, r.status) for r in kept] == [("r-1", "active"), ("r-2", "done")]
+
+
+async def test_spent_console_tokens_are_spent_once_and_for_every_reader(store: Store) -> None:
+    """RevocationStore: a logout or a used login form, for every instance and restart.
+    Of many spends of one token at once, exactly one is the first; an expired one is
+    forgotten and may be spent again (it is refused by its own expiry anyway)."""
+    later = time.time() + 3600
+    assert not await store.revoked("session:a")
+    results = await asyncio.gather(*(store.revoke("login:n1", later) for _ in range(10)))
+    assert sorted(results) == [False] * 9 + [True]
+    assert await store.revoked("login:n1")
+    assert await store.revoke("session:a", later) is True
+    assert await store.revoked("session:a") and not await store.revoked("session:b")
+    assert await store.revoke("session:a", later) is False  # a second logout: already spent
+    assert await store.revoke("session:old", time.time() - 1) is False  # expired already
+    assert not await store.revoked("session:old")
+
+
+async def test_a_retried_dead_event_keeps_every_attempt_its_death_and_its_retry(
+    store: Store,
+) -> None:
+    """ConsoleStore.timeline: the moves off the plain path, in time order; a requeue
+    resets the attempts and drops the dead letter, and the history still says it died."""
+    original = event("k")
+    await store.accept([(original, "c1"), (event("plain"), "c1")])
+    rows = {row.key: row for row in await store.recover()}
+    row = rows["k"]
+    await store.begin(row)
+    await store.retry_later("k", time.time() + 5, "Retryable: the service is down")
+    await store.begin(row)
+    letter = DeadLetter("k", "c1", original, "Fatal: still down", "tb", {})
+    await store.bury(letter)
+    assert await store.requeue("k")
+    [again] = [r for r in await store.recover() if r.key == "k"]
+    await store.begin(again)
+    await store.checkpoint("k", [], [])
+    await store.begin(rows["plain"])
+    await store.checkpoint("plain", [], [])
+
+    timeline = await store.timeline("k")
+    assert timeline is not None
+    assert (timeline.event.status, timeline.event.attempts) == ("done", 1)
+    assert [(m.before, m.status, m.attempts, m.error) for m in timeline.moves] == [
+        ("running", "retry_wait", 1, "Retryable: the service is down"),
+        ("retry_wait", "running", 2, "Retryable: the service is down"),
+        ("running", "dead", 2, "Fatal: still down"),
+        ("dead", "received", 0, "Fatal: still down"),
+    ]
+    assert timeline.moves[0].retry_at is not None
+    times = [m.at for m in timeline.moves]
+    assert times == sorted(times)
+    plain = await store.timeline("plain")
+    assert plain is not None and plain.moves == []  # the plain path costs no row

@@ -4,6 +4,8 @@
 const csrf = () => document.querySelector('meta[name="csrf-token"]').content;
 // crypto.randomUUID needs a secure context; getRandomValues works on plain http too.
 const uid = () => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+// A value someone else wrote, isolated: its direction (a U+202E in a name) stays inside it.
+const bdi = (text) => { const element = document.createElement("bdi"); element.textContent = text; return element; };
 
 // -- overview: refresh the counts every few seconds ----------------------------------
 function overview() {
@@ -43,8 +45,10 @@ function live() {
     const line = JSON.parse(message.data);
     const item = document.createElement("li");
     const { event, timestamp, level, logger, ...rest } = line;
-    const details = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
-    item.textContent = `${timestamp || ""} ${event} ${details.join(" ")}`;
+    item.append(bdi(timestamp || ""), " ", bdi(event));
+    for (const [k, v] of Object.entries(rest)) {  // each field on its own: k=<bdi>v</bdi>
+      item.append(` ${k}=`, bdi(typeof v === "string" ? v : JSON.stringify(v)));
+    }
     item.dataset.event = event;
     list.prepend(item);
     while (list.children.length > 500) list.lastChild.remove();
@@ -61,6 +65,10 @@ function chat() {
   const pendingKey = `tether-chat-pending-${chatId}`;
   const pending = () => JSON.parse(localStorage.getItem(pendingKey) || "[]");
   const savePending = (items) => localStorage.setItem(pendingKey, JSON.stringify(items));
+  // Messages the gateway refused (it said why): kept and shown, never dropped unseen.
+  const refusedKey = `tether-chat-refused-${chatId}`;
+  const refused = () => JSON.parse(localStorage.getItem(refusedKey) || "[]");
+  const saveRefused = (items) => localStorage.setItem(refusedKey, JSON.stringify(items.slice(-50)));
   let stored = [];
   let streaming = [];  // answers being written (previews, not yet in the store)
 
@@ -70,6 +78,7 @@ function chat() {
     for (const line of stored) {
       const item = document.createElement("li");
       item.className = line.role;
+      item.dir = "auto";
       item.dataset.key = line.key;
       item.textContent = line.text;
       list.append(item);
@@ -77,6 +86,7 @@ function chat() {
     for (const preview of streaming) {
       const item = document.createElement("li");
       item.className = "agent streaming";
+      item.dir = "auto";
       item.dataset.key = preview.key;
       item.textContent = preview.text;
       list.append(item);
@@ -88,6 +98,16 @@ function chat() {
       item.textContent = message.text;
       list.append(item);
     }
+    for (const message of refused()) {
+      const item = document.createElement("li");
+      item.className = "user refused";
+      item.dir = "auto";
+      const why = document.createElement("span");
+      why.className = "why";
+      why.textContent = message.error;
+      item.append(message.text, why);
+      list.append(item);
+    }
   };
 
   const send = async (message) => {
@@ -97,8 +117,13 @@ function chat() {
       headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf() },
       body: JSON.stringify({ chat: chatId, id: message.id, text: message.text }),
     });
-    if (response.ok || response.status === 400) {  // stored, or never storable: stop resending
+    if (response.ok) {  // the gateway has it (new, or from an earlier send)
       savePending(pending().filter((item) => item.id !== message.id));
+    } else if (response.status === 400 || response.status === 422) {  // it never will: say so
+      let error = "not sent";
+      try { error = (await response.json()).error || error; } catch (_error) { /* not JSON */ }
+      savePending(pending().filter((item) => item.id !== message.id));
+      saveRefused([...refused(), { id: message.id, text: message.text, error }]);
     }
   };
 
