@@ -52,6 +52,9 @@ class McpServerConfig(Section):
     allow: list[str] = []
     #: Never these (checked after ``allow``).
     deny: list[str] = []
+    #: These of its tools (names or shell patterns) wait for a person's approval before
+    #: each call (agent.tools.approvals says who approves, where and how long).
+    approval: list[str] = []
     #: Seconds between liveness pings of a running server (a dead one is restarted).
     ping_interval: float = Field(default=15.0, gt=0)
     #: The largest message read from the server (a tool's result), in bytes. A larger one

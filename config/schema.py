@@ -167,6 +167,8 @@ class PipelineConfig(Section):
     handler_timeout: float = Field(default=300.0, gt=0)
     drain_timeout: float = Field(default=30.0, ge=0)
     sweep_interval: float = Field(default=2.0, gt=0)
+    #: How long ``ctx.ask`` waits for an answer when the handler gives no ``timeout``.
+    ask_timeout: float = Field(default=86_400.0, gt=0)
     #: Sent once to the chat of an event that gave up (dead letter), so the person is not
     #: left waiting in silence; empty turns it off. Cron fires without a chat get none.
     dead_notice: str = "Sorry, something went wrong and I could not answer this. Try again later."

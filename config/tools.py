@@ -10,7 +10,7 @@ already the choice.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from tether.config.section import Section
 
@@ -38,6 +38,31 @@ class RemindersConfig(Section):
     min_interval: float = Field(default=60.0, ge=1)
 
 
+class ApprovalsConfig(Section):
+    """``agent.tools.approvals``: which tool calls wait for a person's approval, who may
+    give it, where the card goes, and how long it waits (docs/tools.md "Approvals")."""
+
+    #: Tools that need approval, by name or shell pattern (``shell``, ``files__delete_*``),
+    #: besides ``@router.tool(approval=True)`` and an MCP server's ``approval`` list.
+    require: list[str] = []
+    #: Who may approve: ``admins`` (access.admins, the owner, the console), ``asker``
+    #: (the person the turn answers), or ``platform:user`` patterns. Empty: nobody, so
+    #: every call that needs approval is denied (fail-closed).
+    approvers: list[str] = ["admins"]
+    #: Where the card goes: ``chat`` (the conversation) or a chat, ``telegram:-100123``.
+    to: str = "chat"
+    #: Seconds a card waits for a decision; then the model reads "expired".
+    timeout: float = Field(default=3600.0, gt=0)
+
+    @field_validator("to")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        platform, sep, chat = value.partition(":")
+        if value != "chat" and (not sep or not platform or not chat):
+            raise ValueError('must be "chat" or a chat like "telegram:-100123"')
+        return value
+
+
 class ToolsConfig(Section):
     #: ``remember``: save a fact the person asked to keep (like ``/remember``).
     remember: bool = True
@@ -56,6 +81,8 @@ class ToolsConfig(Section):
     max_argument_bytes: int = Field(default=DEFAULT_MAX_ARGUMENT_BYTES, ge=1024)
     #: Characters of one tool's result the model reads; a longer one is cut, saying so.
     max_result_chars: int = Field(default=DEFAULT_MAX_RESULT_CHARS, ge=100)
+    #: Calls that wait for a person's approval first.
+    approvals: ApprovalsConfig = ApprovalsConfig()
 
     def enabled(self, name: str) -> bool:
         """Whether built-in ``name`` is on (a name this section does not know is off)."""

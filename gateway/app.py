@@ -1,11 +1,10 @@
 """The gateway: builds the store, router, pipeline, outbox and adapters from the config,
 and runs them in the order that keeps the promise.
 
-Start: store (migrated) → adapters ready to send → outbox (resume unsent rows) →
-recovery (crashed and waiting
-events back into their lanes) → HTTP → adapters → cron scheduler (ingress last). Stop:
-ingress first (scheduler, adapters) → running handlers finish → outbox flushes → HTTP →
-store.
+Start: store (migrated) → adapters ready to send → outbox (resume unsent rows) → recovery
+(crashed and retry-waiting events back into their lanes; waits past their deadline
+expired) → HTTP → adapters → cron scheduler (ingress last). Stop: ingress first
+(scheduler, adapters) → running handlers finish → outbox flushes → HTTP → store.
 
 Start is all or nothing: when a step fails, what the steps before it started is stopped
 again in reverse order (the store closed, its SQLite writer ended) and the error is
@@ -17,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -34,11 +33,13 @@ from tether.gateway.core.outbox import Outbox
 from tether.gateway.core.pipeline import Pipeline
 from tether.gateway.core.stop import Turns
 from tether.gateway.core.sweep import Sweep
+from tether.gateway.core.waits import Waits
 from tether.gateway.handler.routing import Router
 from tether.gateway.ops.lockfile import StoreLock
 from tether.gateway.ops.runtime import running_loop
-from tether.gateway.ops.start_errors import encoding_error, listen_error, store_error
+from tether.gateway.ops.start_errors import encoding_error, listen_error, quietly, store_error
 from tether.gateway.reload import Reloader
+from tether.gateway.tools import approvals
 from tether.gateway.tools.toolbox import build_toolbox
 from tether.memory import tokens
 from tether.memory.store import Store
@@ -92,6 +93,8 @@ class Gateway:
         )
         #: The running turn of each conversation: the pipeline's, and ``/stop``'s.
         self.turns = Turns(self.store)
+        #: Turns that ask (ctx.ask, approvals), and the events that answer them.
+        self.waits = Waits(self.store, shared=self.store.shared)
         self._own_router, self._plugins = router, tuple(plugins)
         self._schedule = scheduler
         #: What cron jobs and reminders take for now: the wall clock, or a test's.
@@ -121,6 +124,7 @@ class Gateway:
             tools=self.toolbox,
             turns=self.turns,
             media_config=lambda: self.settings.media,  # a reload's, from its next event on
+            waits=self.waits,
         )
         self.dispatcher = Dispatcher(
             self.pipeline.run,
@@ -129,6 +133,8 @@ class Gateway:
             store=self.store,
         )
         self.turns.lanes = self.dispatcher  # /stop reaches a turn waiting in its lane
+        self.waits.resume = self.dispatcher.resume  # an answer runs its turn next in its lane
+        approvals.attach(self.waits, lambda: self.access)  # presses on approval cards
         self.inbox = Inbox(
             self.store, self.dispatcher, settings.agent.group_sessions, parts.throttle
         )
@@ -265,57 +271,58 @@ class Gateway:
         undo.callback(log.info, "gateway.stopped")
         self._lock.take()
         undo.callback(self._lock.release)
-        undo.push_async_callback(_quietly, "store.close", self.store.close)
+        undo.push_async_callback(quietly, "store.close", self.store.close)
         try:
             await self.store.open()
         except Exception as exc:
             raise store_error(self.store, exc) from exc
-        # Seed tiktoken's cache now, off the loop: turns are counted when written, and a
-        # missing encoding should stop the start, not a turn. The parsed encoding (~75 MB)
-        # is loaded now only for an `llm:`; without one turns are stored uncounted.
+        # Seed tiktoken's cache off the loop: a missing encoding stops the start, not a
+        # turn. The parsed one (~75 MB) is loaded only for an `llm:` (else uncounted).
         tokens.count_turns(bool(self.llm))
         try:
             await asyncio.to_thread(tokens.encoding if self.llm else tokens.seed_cache)
         except Exception as exc:
             raise encoding_error(exc) from exc
         if self.llm:
-            undo.push_async_callback(_quietly, "llm.close", self.llm.close)
+            undo.push_async_callback(quietly, "llm.close", self.llm.close)
             await asyncio.to_thread(self.llm.prepare)
-        undo.push_async_callback(_quietly, "tools.stop", self.toolbox.stop)
+        undo.push_async_callback(quietly, "tools.stop", self.toolbox.stop)
         await self.toolbox.start()
         for adapter in self.adapters.values():
-            undo.push_async_callback(_quietly, f"{adapter.platform}.close", adapter.close)
+            undo.push_async_callback(quietly, f"{adapter.platform}.close", adapter.close)
             await adapter.open()
-        undo.push_async_callback(_quietly, "outbox.stop", self.outbox.stop)
+        undo.push_async_callback(quietly, "outbox.stop", self.outbox.stop)
         await self.outbox.start()
-        undo.push_async_callback(_quietly, "dispatcher.stop", self.dispatcher.stop, 0)
+        undo.push_async_callback(quietly, "dispatcher.stop", self.dispatcher.stop, 0)
         recovered = await self.store.recover()
         if recovered:
             log.info("gateway.recovered", events=len(recovered))
         await self.dispatcher.submit(recovered)
+        undo.push_async_callback(quietly, "waits.stop", self.waits.stop)
+        await self.waits.start()  # expires what passed its deadline while we were down
         await self.access.announce_owner(self.adapters)
         if self.http:
             for adapter in self.adapters.values():
                 adapter.routes(self.http.app)
-            undo.push_async_callback(_quietly, "http.stop", self.http.stop)
+            undo.push_async_callback(quietly, "http.stop", self.http.stop)
             try:
                 await self.http.start()
             except OSError as exc:
                 raise listen_error(self.http.host, self.http.port, exc) from exc
         for name, adapter in self.adapters.items():
             metrics.CONNECTED.labels(name).set_function(connected(adapter))
-            undo.push_async_callback(_quietly, f"{name}.stop", adapter.stop)
+            undo.push_async_callback(quietly, f"{name}.stop", adapter.stop)
             await self._start_ingress(name, adapter)
             self._started.append(adapter)
             log.info("adapter.started", platform=name)
         if self.scheduler:
-            undo.push_async_callback(_quietly, "scheduler.stop", self.scheduler.stop)
+            undo.push_async_callback(quietly, "scheduler.stop", self.scheduler.stop)
             await self.scheduler.start()
         if self.reminders:
-            undo.push_async_callback(_quietly, "reminders.stop", self.reminders.stop)
+            undo.push_async_callback(quietly, "reminders.stop", self.reminders.stop)
             await self.reminders.start(self.inbox)
         if self.watchdog:
-            undo.push_async_callback(_quietly, "watchdog.stop", self.watchdog.stop)
+            undo.push_async_callback(quietly, "watchdog.stop", self.watchdog.stop)
             await self.watchdog.start()
         self.sweep.start()
 
@@ -344,6 +351,7 @@ class Gateway:
                 log.exception("adapter.stop_failed", platform=adapter.platform)
         self._started.clear()
         await self.sweep.stop()
+        await self.waits.stop()
         await self.dispatcher.stop(max(0.0, deadline - time.monotonic()))
         await self.outbox.flush(max(0.0, deadline - time.monotonic()))  # outbox.flush_timeout
         await self.outbox.stop()
@@ -390,11 +398,3 @@ class Gateway:
             if not a.connected
         ]
         return problems + (self.watchdog.problems() if self.watchdog else [])
-
-
-async def _quietly(step: str, undo: Callable[..., Awaitable[object]], *args: object) -> None:
-    """Undo one step of a failed start; a failure is logged and the other steps still run."""
-    try:
-        await undo(*args)
-    except Exception:
-        log.exception("gateway.undo_failed", step=step)

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from tether.events import Event, OutMessage
 
-InboxStatus = Literal["received", "running", "done", "retry_wait", "dead"]
+#: ``waiting``: suspended by ``ctx.ask`` until its wait ends (memory/waits.py).
+InboxStatus = Literal["received", "running", "done", "retry_wait", "dead", "waiting"]
 OutboxStatus = Literal["pending", "sending", "sent", "retry_wait", "dead", "unknown"]
 UNFINISHED_INBOX: tuple[InboxStatus, ...] = ("received", "running", "retry_wait")
 UNSENT_OUTBOX: tuple[OutboxStatus, ...] = ("pending", "sending", "retry_wait")

@@ -46,6 +46,7 @@ from tether.memory.records import (
     Window,
 )
 from tether.memory.reminders import Reminder, ReminderStatus
+from tether.memory.waits import WaitStore
 
 
 class LaneLocks(Protocol):
@@ -332,8 +333,9 @@ class ReminderStore(Protocol):
 # -- what one consumer sees when it needs more than one role ---------------------------
 
 
-class HandlerStore(StepStore, ConversationStore, Protocol):
-    """A handler's :class:`~tether.gateway.handler.context.Context`: its steps and its memory."""
+class HandlerStore(StepStore, ConversationStore, WaitStore, OutboxStore, Protocol):
+    """A handler's :class:`~tether.gateway.handler.context.Context`: its steps, its
+    memory, and its waits with the replies earlier runs committed beside them."""
 
 
 class EventStore(InboxStore, HandlerStore, Protocol):

@@ -48,6 +48,7 @@ from tether.memory.roles import (
     ReminderStore,
     StepStore,
 )
+from tether.memory.waits import WaitStore
 
 __all__ = [
     "UNFINISHED_INBOX",
@@ -78,6 +79,7 @@ __all__ = [
     "Turn",
     "Usage",
     "UsageRecord",
+    "WaitStore",
     "Window",
     "WritesFailing",
 ]

@@ -12,9 +12,14 @@ handler, the tool, the adapter or the config::
     │   └── ModelBusy              no model can answer within llm.max_retry_after (llm/waits.py)
     ├── Fatal                      dead-letter the event with a snapshot
     │   ├── KeysRefused            every API key of a provider refused (gateway/llm/keys.py)
-    │   └── PathRefused            files=: a Path outside media.allow_paths, or not a regular
-    │                              file (gateway/handler/local_files.py)
+    │   ├── PathRefused            files=: a Path outside media.allow_paths, or not a regular
+    │   │                          file (gateway/handler/local_files.py)
+    │   └── Diverged               a resumed turn did other steps or waits than the run that
+    │                              asked (gateway/handler/asking.py)
     ├── BudgetExceeded             ctx.llm: the next call would cross a token budget
+    ├── WaitEnded                  ctx.ask ended without an answer (a handler may catch it)
+    │   ├── WaitExpired            its timeout passed (also while the gateway was down)
+    │   └── WaitCancelled          /cancel ended it
     ├── GatewayError               the gateway cannot start or reload as configured
     │   └── ToolClash              two tools with one name (gateway/tools/toolbox.py)
     ├── ConfigError                tether.yaml cannot be used; names the file and key path
@@ -71,6 +76,30 @@ class BudgetExceeded(Exception):
         self.limit = limit
         self.spent = spent
         self.needed = needed
+
+
+class Diverged(Fatal):
+    """A resumed turn did not retrace the run that asked: another step or wait at some
+    place, another question, or an end before the answered wait. Dead-lettered with its
+    snapshot rather than given an answer meant for something else."""
+
+
+class WaitEnded(Exception):
+    """``ctx.ask`` ended without an answer. Uncaught, the turn ends there: its replies
+    so far stay, and an expiry is told to the person."""
+
+    def __init__(self, message: str, *, wait: str = "") -> None:
+        super().__init__(message)
+        self.wait = wait
+
+
+class WaitExpired(WaitEnded):
+    """No answer came before the question's timeout (the deadline may have passed while
+    the gateway was down: it is seen at the next start)."""
+
+
+class WaitCancelled(WaitEnded):
+    """The person sent ``/cancel`` while the turn waited."""
 
 
 class GatewayError(Exception):

@@ -72,6 +72,17 @@ TOOL_CALLS = Counter(
     "Tool calls by outcome: done, failed, cached (a re-run's stored result), unknown",
     ["tool", "outcome"],
 )
+WAITS = Counter(
+    "tether_waits_total",
+    "Durable waits (ctx.ask, approvals) by transition: opened, resolved, expired, cancelled",
+    ["kind", "transition"],
+)
+APPROVALS = Counter(
+    "tether_approvals_total",
+    "Tool approvals by outcome: requested, approved, denied, expired, refused (a press by"
+    " someone who may not approve)",
+    ["tool", "outcome"],
+)
 PRESS_ACKS = Counter(
     "tether_button_acks_total",
     "Button presses acknowledged to the platform, by outcome",

@@ -139,6 +139,21 @@ class Dispatcher:
         else:  # to be tried again (the store failed): it waits in its lane like any retry
             self._lanes.add(row.conversation, row)
 
+    def resume(self, row: InboxRow) -> None:
+        """Run ``row``, a suspended turn whose wait just ended, next in its lane: ahead of
+        the events that came after its answer, without waiting for room (it is called
+        from inside a lane, which must not block on backpressure)."""
+        lanes = self._lanes
+        if lanes.shared:
+            lanes.poke_first(row.conversation)
+            return
+        if row.key in self._queued or lanes.stopping:
+            return  # queued already; or stopping: it is received in the store, run at start
+        self._finished.pop(row.key, None)
+        self._queued.add(row.key)
+        lanes.add_next(row.conversation, row)
+        metrics.LANE_DEPTH.set(len(self._queued))
+
     def poke(self, conversation: str) -> None:
         """Shared store: look at ``conversation``'s lane (new events may be there)."""
         self._lanes.poke(conversation)

@@ -90,6 +90,8 @@ class Lanes(Generic[Row]):
         self._running: set[str] = set()
         #: Shared keys poked while their worker was busy: it looks again before it leaves.
         self._dirty: set[str] = set()
+        #: Shared keys whose worker reads the store again after its current row.
+        self._reread: set[str] = set()
         #: Keys whose head row waits for its due time, and what ends the wait early.
         self._waiting: dict[str, asyncio.Event] = {}
         self._idle = asyncio.Event()
@@ -116,6 +118,24 @@ class Lanes(Generic[Row]):
         self._idle.clear()
         if key not in self._workers and not self.stopping:
             self._workers[key] = asyncio.create_task(self._work(key), name=f"{self._task}:{key}")
+
+    def add_next(self, key: str, row: Row) -> None:
+        """Local mode: queue ``row`` right behind the row ``key``'s lane runs now (or
+        first, in an empty lane): a turn resumed by an answer runs before the events
+        that came after the answer."""
+        lane = self._lanes.get(key)
+        if not lane:
+            self.add(key, row)
+            return
+        lane.insert(1, row)
+
+    def poke_first(self, key: str) -> None:
+        """Shared mode: :meth:`poke`, and have a worker running ``key``'s lane read the
+        store again after its current row instead of going on with what it read (a
+        resumed turn has an older ``seq`` than the rows it read)."""
+        if key in self._workers:
+            self._reread.add(key)
+        self.poke(key)
 
     def poke(self, key: str) -> None:
         """Shared mode: look at ``key``'s rows in the store (new ones may be there)."""
@@ -173,6 +193,9 @@ class Lanes(Generic[Row]):
                             while not self.stopping and not await self._attempt(key, row):
                                 pass
                             if self.stopping:
+                                break
+                            if key in self._reread:  # a resumed turn goes first
+                                self._reread.discard(key)
                                 break
                 finally:
                     await store.locks.unlock(lock)

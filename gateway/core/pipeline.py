@@ -15,6 +15,14 @@ its answer can still come within ``llm.max_retry_after`` of its arrival, and is 
 answered with ``llm.busy_notice`` and done (``event.unanswered``), never dead-lettered for
 it; the conversation's next message is tried afresh. A turn stopped by ``/stop`` while it
 waited (:meth:`~tether.gateway.core.stop.Turns.called_off`) is done without running again.
+
+A turn that asks (``ctx.ask``, an approval) ends its run with :class:`Suspend`: its
+replies so far and its wait are committed in one transaction, the row is ``waiting``,
+and the lane moves on (``event.waiting``). An event that answers a wait is routed to
+:class:`~tether.gateway.core.waits.Waits` instead of a handler; the turn it resumes runs
+again, and whatever it finishes with is checkpointed as above, without the replies an
+earlier run already committed. Memory written through ``ctx.memory`` is committed by the
+run that finishes, once.
 """
 
 from __future__ import annotations
@@ -33,29 +41,36 @@ from tether import metrics
 from tether.adapters.base import Adapter
 from tether.backoff import full_jitter
 from tether.config.schema import MediaConfig, PipelineConfig
-from tether.errors import BudgetExceeded, Fatal, Retryable
+from tether.errors import BudgetExceeded, Fatal, Retryable, WaitEnded, WaitExpired
 from tether.events import REPLY_META, OutMessage
 from tether.gateway.core import media, stop
 from tether.gateway.core.edits import without_edit
 from tether.gateway.core.throttle import THROTTLE_NOTICE, THROTTLED
 from tether.gateway.core.transcript import transcript
-from tether.gateway.handler.context import Context, Turn
+from tether.gateway.core.waits import Waits
+from tether.gateway.handler.asking import Suspend
+from tether.gateway.handler.context import Context, Turn, turn_of
 from tether.gateway.handler.routing import Router, call
 from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
 from tether.gateway.llm.waits import ModelBusy
 from tether.keys import dead_key, outbox_key
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow
-from tether.memory.roles import EventStore, OutboxStore
+from tether.memory.roles import EventStore
+from tether.memory.waits import Wait
 from tether.redaction import redactor
 from tether.text import split_text
 
 log = structlog.get_logger("tether.pipeline")
 
+#: Said when a question's timeout passed and the handler did not answer the expiry.
+EXPIRED_NOTICE = "No answer came in time, so I stopped waiting for it."
 
-class PipelineStore(EventStore, OutboxStore, Protocol):
-    """An event's run, and the outbox rows it already wrote: a dead event's notice is
-    written once, also when the event dies again after ``tether dead retry``."""
+
+class PipelineStore(EventStore, Protocol):
+    """An event's run, with the outbox rows it already wrote (a dead event's notice is
+    written once, also when the event dies again after ``tether dead retry``) and the
+    waits of a turn that asks: both are the handler's roles too."""
 
 
 class Pipeline:
@@ -70,6 +85,7 @@ class Pipeline:
         tools: Toolset | None = None,
         turns: stop.Turns | None = None,
         media_config: Callable[[], MediaConfig] = MediaConfig,
+        waits: Waits | None = None,
     ) -> None:
         self.store = store
         self.router = router
@@ -87,6 +103,8 @@ class Pipeline:
         #: settings, which a reload replaces.
         self.media_config = media_config
         self._downloads = media.Downloads(adapters)
+        #: Open waits, and the events that answer them (:mod:`.waits`).
+        self.waits = waits or Waits(store, shared=store.shared)
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""
@@ -101,7 +119,15 @@ class Pipeline:
         elog.info("event.started", platform=event.platform, kind=event.kind.value)
         metrics.labelled(metrics.EVENTS, event.platform, "started").inc()
         reach = self.media_config()  # media: as configured when the event starts
-        turn = Turn(self.store, self.adapters, self.llm, self.tools, self._downloads, media=reach)
+        turn = Turn(
+            self.store,
+            self.adapters,
+            self.llm,
+            self.tools,
+            self._downloads,
+            media=reach,
+            ask_timeout=self.config.ask_timeout,
+        )
         ctx = Context(event, row.conversation, row.attempts, elog, turn)
         llm = turn.llm  # this run's client to its end: a reload retires it only after
         if llm is not None:
@@ -113,6 +139,10 @@ class Pipeline:
             resolved = None if throttled else self.router.resolve(event)
             if throttled == "notice":
                 await ctx.reply(THROTTLE_NOTICE, quote=False)
+            found = resolved[0] if resolved else None
+            if not throttled and await self.waits.look(event, row.conversation, found):
+                # It answers a wait: the wait's handler, behind the same access checks.
+                resolved = (self.waits.route, resolved[1] if resolved else [])
             if resolved is not None:
                 route, middlewares = resolved
                 route_name = route.name
@@ -128,14 +158,26 @@ class Pipeline:
                                 if not self._tell_now(row, busy):
                                     raise
                                 await self._unanswered(ctx, busy)
+                            except WaitEnded as ended:  # the handler let it end the turn
+                                if isinstance(ended, WaitExpired):
+                                    await ctx.reply(EXPIRED_NOTICE, quote=False)
                 except TimeoutError:
                     if not self.turns.stopped(row.key):
                         raise
                     await ctx.reply(stop.STOPPED_NOTICE, quote=False)  # /stop: done, kept
+            asking = turn.asking
+            if row.attempts > 1:  # run before: it may have asked (and must retrace it)
+                await asking.load(self.store, row.key)
+            asking.finished()
             outbound = self._outbound(row.key, ctx.outbox)
+            if asking.committed:  # committed with a wait by an earlier run: sent already
+                outbound = [m for m in outbound if m.key not in asking.committed]
             rows = await self.store.checkpoint(
                 row.key, outbound, ctx.memory.pending, ctx.memory.changes
             )
+        except Suspend as suspended:
+            await self._suspend(row, ctx, suspended.wait, elog, started)
+            return None
         except Fatal as exc:
             await self._bury(row, ctx, exc, elog)
             return None
@@ -184,6 +226,24 @@ class Pipeline:
                     update["buttons"] = []
                 out.append(message.model_copy(update=update))
         return out
+
+    async def _suspend(
+        self, row: InboxRow, ctx: Context, wait: Wait, elog: Any, started: float
+    ) -> None:
+        """The run asked: its replies so far (the question among them) and its wait, in
+        one transaction; the lane moves on and the answer resumes the turn."""
+        committed = turn_of(ctx).asking.committed
+        outbound = [m for m in self._outbound(row.key, ctx.outbox) if m.key not in committed]
+        rows = await self.store.suspend(row.key, outbound, wait)
+        self.waits.opened(wait)
+        metrics.labelled(metrics.EVENTS, row.event.platform, "waiting").inc()
+        elog.info(
+            "event.waiting",
+            wait=wait.id,
+            replies=len(rows),
+            duration_ms=round((time.monotonic() - started) * 1000, 2),
+        )
+        self.on_checkpoint(rows)
 
     def _tell_now(self, row: InboxRow, busy: ModelBusy) -> bool:
         """Tell the person now, or wait for the model in ``retry_wait``? Wait only while
@@ -253,6 +313,13 @@ class Pipeline:
             "pending_replies": [m.text for m in ctx.outbox],
             "pending_turns": [asdict(turn) for turn in ctx.memory.pending],
         }
+        waits = await self.store.waits_of(row.key)
+        if waits:  # a turn that asked: what it asked, and what became of each
+            snapshot["waits"] = [
+                {"wait": w.id, "kind": w.kind, "status": w.status, "question": w.question,
+                 "answer": w.answer, "trace": w.detail.get("trace")}
+                for w in waits
+            ]  # fmt: skip
         error = redactor.scrub(f"{type(exc).__name__}: {exc}")
         letter = DeadLetter(
             key=row.key,

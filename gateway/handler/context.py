@@ -23,7 +23,9 @@ from tether.buttons import ButtonsSpec, keyboard
 from tether.config.schema import MediaConfig
 from tether.errors import ButtonError, DownloadError
 from tether.events import REPLY_META, Attachment, Event, OutMessage, Target
+from tether.gateway.handler import asking
 from tether.gateway.handler import files as outgoing
+from tether.gateway.handler.asking import Answer, Asking
 from tether.gateway.handler.files import FileSpec
 from tether.gateway.handler.task_llm import TaskLLM
 from tether.gateway.handler.tool import Toolset
@@ -58,6 +60,10 @@ class Turn:
     tool_step: str | None = None
     #: What ``files=`` may reach (``media:``): local directories and private hosts.
     media: MediaConfig = field(default_factory=MediaConfig)
+    #: This run's waits: its trace of steps and waits, and what earlier runs stored.
+    asking: Asking = field(default_factory=Asking)
+    #: How long ``ctx.ask`` waits when not told (``pipeline.ask_timeout``).
+    ask_timeout: float = 86_400.0
 
 
 def turn_of(ctx: Context) -> Turn:
@@ -94,6 +100,10 @@ class Context:
         Run ``fn`` (sync or async; JSON-serializable result) once per event: a re-run
         gets the stored result instead of calling it again. Wrap every costly or
         non-repeatable call in a step.
+    ``answer = await ctx.ask(text, buttons=..., timeout=...)``
+        Ask and wait for the person's next message or press, durably: the turn is
+        checkpointed and run again when the answer comes (docs/handlers.md "Asking
+        and waiting"; the handler must be deterministic between steps).
     ``ctx.llm``
         The configured models, within this event's token budget; every call is a step,
         so a model is never paid twice for one event.
@@ -232,6 +242,43 @@ class Context:
         cap = outgoing.DEFAULT_MAX_DOWNLOAD if max_bytes is None else max_bytes
         return await downloads(self.event, attachment, cap)
 
+    async def ask(
+        self,
+        text: str,
+        *,
+        buttons: ButtonsSpec | Sequence[str] | None = None,
+        timeout: float | None = None,
+        from_: str | None = asking.ASKER,
+        quote: bool = True,
+        format: Format = "plain",
+    ) -> Answer:
+        """Ask ``text`` in the event's chat and return the answer: the next message in
+        this conversation from ``from_`` (the asker by default; ``"anyone"``, or a
+        ``platform:user``), or a press on one of ``buttons`` (strings, or
+        :class:`~tether.buttons.Button` rows whose ``data`` is the answer's ``data``).
+
+        The wait is durable: the turn is checkpointed here and the lane moves on; when
+        the answer comes the handler runs again from the top, its finished steps and
+        replies are kept, and this call returns the :class:`Answer`. After ``timeout``
+        seconds (``pipeline.ask_timeout`` by default) it raises
+        :class:`~tether.errors.WaitExpired`, after ``/cancel``
+        :class:`~tether.errors.WaitCancelled`. Between steps the handler must do the
+        same things on every run; what varies goes in :meth:`step`.
+        """
+        turn = self._turn
+        return await asking.ask(
+            self,
+            turn.asking,
+            turn.store,
+            turn.ask_timeout,
+            text,
+            buttons=buttons,
+            timeout=timeout,
+            from_=from_,
+            quote=quote,
+            format=format,
+        )
+
     async def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` once for this event; a re-run after a retry or crash gets its result.
 
@@ -241,6 +288,7 @@ class Context:
         if name in self._step_names:
             raise ValueError(f"step {name!r} used twice in one handler run")
         self._step_names.add(name)
+        self._turn.asking.passed(f"step:{name}")
         if self.attempt > 1:
             cached = await self._turn.store.step(self.event.key, name)
             if cached is not None:

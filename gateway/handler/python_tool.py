@@ -44,6 +44,7 @@ def python_tool(
     name: str | None = None,
     idempotent: bool = False,
     timeout: float | None = DEFAULT_TIMEOUT,
+    approval: bool = False,
 ) -> Tool:
     """The :class:`Tool` that calls ``fn`` with validated arguments, cancelled after
     ``timeout`` seconds (None: bounded only by the turn's ``pipeline.handler_timeout``)
@@ -107,6 +108,7 @@ def python_tool(
         source="python",
         extra={"function": f"{fn.__module__}.{fn.__qualname__}"},
         timeout=timeout,
+        approval=approval,
     )
 
 

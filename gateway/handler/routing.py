@@ -127,17 +127,21 @@ class Router:
         idempotent: bool = False,
         name: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        approval: bool = False,
     ) -> Any:
         """Offer an async function to the model as a tool (``@router.tool`` or
         ``@router.tool(idempotent=True, name=..., timeout=...)``); its schema comes from
         the signature and docstring, a ``ctx: Context`` parameter gets the context.
         ``idempotent`` promises that running it again after a crash is harmless; a call
         still running after ``timeout`` seconds (None: no limit of its own) is cancelled
-        and the model told it may or may not have happened: see docs/tools.md."""
+        and the model told it may or may not have happened; ``approval=True`` makes
+        each call wait for a person's approval (agent.tools.approvals): see docs/tools.md."""
         from tether.gateway.handler.python_tool import python_tool
 
         def decorator(function: ToolFunction) -> ToolFunction:
-            tool = python_tool(function, name=name, idempotent=idempotent, timeout=timeout)
+            tool = python_tool(
+                function, name=name, idempotent=idempotent, timeout=timeout, approval=approval
+            )
             self._tools.append(tool)
             return function
 

@@ -71,6 +71,8 @@ class Tool:
     #: the turn's own bounds (``pipeline.handler_timeout``, ``/stop``), or the source's
     #: (an MCP server's ``timeout``).
     timeout: float | None = None
+    #: Each call waits for a person's approval first (gateway/tools/approvals.py).
+    approval: bool = False
 
     def __post_init__(self) -> None:
         if not NAME.match(self.name):

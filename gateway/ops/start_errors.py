@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Awaitable, Callable
+
+import structlog
 
 from tether.adapters.kit import describe
 from tether.errors import GatewayError
 from tether.memory import tokens
 from tether.memory.store import Store
+
+log = structlog.get_logger("tether.gateway")
 
 
 def store_error(store: Store, exc: BaseException) -> GatewayError:
@@ -46,3 +51,11 @@ def encoding_error(exc: BaseException) -> GatewayError:
         f"cannot load the tiktoken encoding {tokens.DEFAULT_ENCODING}: {describe(exc)}"
         " (set TIKTOKEN_CACHE_DIR to a writable directory)"
     )
+
+
+async def quietly(step: str, undo: Callable[..., Awaitable[object]], *args: object) -> None:
+    """Undo one step of a failed start; a failure is logged and the other steps still run."""
+    try:
+        await undo(*args)
+    except Exception:
+        log.exception("gateway.undo_failed", step=step)

@@ -33,6 +33,10 @@ What a call may cost is bounded before it runs: arguments over
 within its timeout (:mod:`.deadline`): one that does not stop when cancelled, at its
 timeout or when the turn is stopped, is left running and its outcome stored as
 ``unknown``, so no re-run calls it again while it may still be at work.
+
+A call that needs a person's approval waits for it before either step is written
+(:mod:`.approvals`): approved, it runs as above with exactly the approved arguments;
+denied or expired, that is its stored outcome.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from tether.errors import BudgetExceeded, ToolError, ToolTimeout
 from tether.events import OutMessage
 from tether.gateway.handler.context import turn_of
 from tether.gateway.handler.tool import Tool
-from tether.gateway.tools import bounds, deadline
+from tether.gateway.tools import approvals, bounds, deadline
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -105,6 +109,13 @@ async def execute(
         result = {"attempt": ctx.attempt, **identity, "outcome": "refused", "result": text}
         await steps.save_step(event, key, json.dumps(result))
         return text
+    gate = await approvals.gate(ctx, tools.get(name), name, text, log)
+    if gate is not None:  # denied or expired: stored as the call's outcome, never asked again
+        outcome = gate.split(":", 1)[0]
+        metrics.TOOL_CALLS.labels(name, outcome).inc()
+        result = {"attempt": ctx.attempt, **identity, "outcome": outcome, "result": gate}
+        await steps.save_step(event, key, json.dumps(result))
+        return gate
     resumed = _same(await steps.step(event, f"{key}:started"), identity) is not None
     # Committed before the tool runs: a crash from here on leaves the ambiguous case.
     await steps.save_step(event, f"{key}:started", json.dumps({"attempt": ctx.attempt, **identity}))

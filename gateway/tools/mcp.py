@@ -337,6 +337,7 @@ class McpServer:
                     run=self._runner(listed.name),
                     idempotent=idempotent,
                     source=f"mcp:{self.name}",
+                    approval=any(fnmatch.fnmatchcase(listed.name, p) for p in self.config.approval),
                 )
             )
         return found

@@ -35,10 +35,18 @@ from tether.memory.records import (
 from tether.memory.reminders import MemoryReminders
 from tether.memory.revocations import MemoryRevocations
 from tether.memory.store import Store
+from tether.memory.waits import MemoryWaits
 
 
 class MemoryStore(
-    MemoryReminders, MemoryBlobs, MemoryRevocations, StepTables, OpsTables, ConsoleTables, Store
+    MemoryReminders,
+    MemoryWaits,
+    MemoryBlobs,
+    MemoryRevocations,
+    StepTables,
+    OpsTables,
+    ConsoleTables,
+    Store,
 ):
     """Dicts and lists behind the store contract. Each method finishes its changes before
     it awaits anything, so calls on one event loop need no locks."""

@@ -228,6 +228,32 @@ MIGRATIONS: list[str] = [
         AND NOT (OLD.status IN ('received', 'running') AND NEW.status = 'done'))
     EXECUTE FUNCTION inbox_moved();
     """,
+    # turns that wait (memory/waits.py): what each suspended turn waits for, kept
+    # after it ends (an approval's audit); open ones by conversation and by deadline
+    """
+    CREATE TABLE waits (
+        id           TEXT PRIMARY KEY,
+        event_key    TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        conversation TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        chat         TEXT NOT NULL,
+        token        TEXT NOT NULL UNIQUE,
+        sender       TEXT,
+        deadline     DOUBLE PRECISION,
+        status       TEXT NOT NULL,
+        question     TEXT NOT NULL,
+        detail       TEXT NOT NULL,
+        answer       TEXT,
+        answered_by  TEXT,
+        created      DOUBLE PRECISION NOT NULL,
+        resolved     DOUBLE PRECISION
+    );
+    CREATE INDEX waits_event ON waits(event_key, position);
+    CREATE INDEX waits_open ON waits(conversation, created) WHERE status = 'open';
+    CREATE INDEX waits_due ON waits(deadline) WHERE status = 'open';
+    CREATE INDEX waits_kind ON waits(kind, created);
+    """,
 ]
 
 

@@ -220,6 +220,32 @@ MIGRATIONS: list[str] = [
                 NEW.updated);
     END;
     """,
+    # turns that wait (memory/waits.py): what each suspended turn waits for, kept
+    # after it ends (an approval's audit); open ones by conversation and by deadline
+    """
+    CREATE TABLE waits (
+        id           TEXT PRIMARY KEY,
+        event_key    TEXT NOT NULL,
+        position     INTEGER NOT NULL,
+        conversation TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        chat         TEXT NOT NULL,
+        token        TEXT NOT NULL UNIQUE,
+        sender       TEXT,
+        deadline     REAL,
+        status       TEXT NOT NULL,
+        question     TEXT NOT NULL,
+        detail       TEXT NOT NULL,
+        answer       TEXT,
+        answered_by  TEXT,
+        created      REAL NOT NULL,
+        resolved     REAL
+    ) WITHOUT ROWID;
+    CREATE INDEX waits_event ON waits(event_key, position);
+    CREATE INDEX waits_open ON waits(conversation, created) WHERE status = 'open';
+    CREATE INDEX waits_due ON waits(deadline) WHERE status = 'open';
+    CREATE INDEX waits_kind ON waits(kind, created);
+    """,
 ]
 
 

@@ -765,3 +765,77 @@ async def test_a_retried_dead_event_keeps_every_attempt_its_death_and_its_retry(
     assert times == sorted(times)
     plain = await store.timeline("plain")
     assert plain is not None and plain.moves == []  # the plain path costs no row
+
+
+def _wait(key: str, position: int = 0, *, deadline: float | None = None, token: str = ""):
+    from tether.memory.waits import Wait, wait_id
+
+    ident = wait_id(key, position)
+    return Wait(
+        id=ident,
+        event_key=key,
+        position=position,
+        conversation="c1",
+        kind="ask",
+        chat="test:c1",
+        token=token or hashlib.sha256(ident.encode()).hexdigest()[:16],
+        sender="test:u1",
+        deadline=deadline,
+        status="open",
+        question="Which city?",
+        detail={"trace": ["wait:0"], "digest": "d"},
+        created=time.time(),
+    )
+
+
+async def test_a_suspended_turn_waits_until_one_answer_ends_its_wait(store: Store) -> None:
+    """The suspend is one transaction (waiting row, question, wait); of many answers
+    racing for the wait exactly one wins and requeues the turn, and the winner asking
+    again (its event run twice) is told it won without requeueing a second time."""
+    [row] = await store.accept([(event("t1"), "c1")])
+    assert row is not None
+    await store.begin(row)
+    wait = _wait("t1")
+    rows = await store.suspend("t1", [out("t1#0", "Which city?")], wait)
+    assert [r.key for r in rows] == ["t1#0"]
+    assert [r.key for r in await store.unsent()] == ["t1#0"]
+    stored = await store.inbox_row("t1")
+    assert stored is not None and stored.status == "waiting"
+    assert [r.key for r in await store.recover()] == []  # recovery leaves it alone
+    assert [w.id for w in await store.open_waits("c1")] == [wait.id]
+    assert (await store.wait_by_token(wait.token)) == await store.wait(wait.id)
+    # Suspending again (the same run after a crash) adds nothing.
+    await store.suspend("t1", [out("t1#0", "Which city?")], wait)
+    assert len(await store.outbox_rows("t1")) == 1 and len(await store.waits_of("t1")) == 1
+
+    answers = [{"text": f"city {n}"} for n in range(8)]
+    results = await asyncio.gather(
+        *(store.resolve_wait(wait.id, "answered", a, f"answer-{n}") for n, a in enumerate(answers))
+    )
+    winners = [r for r in results if r.won]
+    assert len(winners) == 1
+    [winner] = winners
+    assert winner.turn is not None and winner.turn.key == "t1" and winner.turn.attempts == 1
+    ended = await store.wait(wait.id)
+    assert ended is not None and ended.status == "answered"
+    assert ended.answer == answers[int(str(ended.answered_by).split("-")[1])]
+    assert await store.open_waits() == []
+    again = await store.resolve_wait(wait.id, "expired", None, str(ended.answered_by))
+    assert again.won and again.wait is not None and again.wait.status == "answered"
+    row_after = await store.inbox_row("t1")
+    assert row_after is not None and row_after.status == "received"
+    assert [r.key for r in await store.recover()] == ["t1"]
+
+
+async def test_due_waits_are_the_open_ones_past_their_deadline(store: Store) -> None:
+    now = time.time()
+    for n, (key, deadline) in enumerate([("d1", now - 5), ("d2", now + 3600), ("d3", now - 1)]):
+        [row] = await store.accept([(event(key), "c1")])
+        assert row is not None
+        await store.suspend(key, [], _wait(key, deadline=deadline, token=f"{n:016d}"))
+    due = await store.due_waits(now)
+    assert [w.event_key for w in due] == ["d1", "d3"]
+    assert (await store.resolve_wait(due[0].id, "expired", None, "expiry")).won
+    assert [w.event_key for w in await store.due_waits(now)] == ["d3"]
+    assert [w.event_key for w in await store.waits(limit=10)] == ["d3", "d2", "d1"]
+    assert await store.waits("approval") == []
