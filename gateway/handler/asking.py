@@ -219,6 +219,7 @@ async def wait_for(
     detail: dict[str, Any] | None = None,
     quote: bool = True,
     format: str = "plain",
+    same_question: bool = True,
 ) -> Wait:
     """The ended wait at this run's next place, or — the first time it is reached —
     post ``question`` (to ``target``, the conversation by default) and suspend.
@@ -226,7 +227,8 @@ async def wait_for(
 
     ``buttons``' data become the wait's choices; ``detail`` is kept with the wait (an
     approval's tool and arguments). A stored wait at this place that asked another
-    question is a divergence.
+    question is a divergence, unless not ``same_question`` (an approval card, whose
+    text carries the arguments: the caller compares their hash instead).
     """
     position = asking.asked
     asking.asked += 1
@@ -234,7 +236,7 @@ async def wait_for(
     await asking.load(store, ctx.event.key)
     stored = (asking.stored or {}).get(position)
     asked = digest(question)
-    if stored is not None and stored.detail.get("digest") != asked:
+    if same_question and stored is not None and stored.detail.get("digest") != asked:
         raise Diverged(
             f"the resumed turn asked another question at wait:{position} than the run"
             f" that asked ({stored.question[:60]!r}); handlers that ask must be"

@@ -137,6 +137,7 @@ async def _ask(ctx: Context, config: ApprovalsConfig, name: str, text: str, hash
         timeout=config.timeout,
         detail=detail,
         quote=False,
+        same_question=False,
     )
 
 
