@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from mybot.handlers import router
 
 from tether.testing import Bot, FakeModel, asks_for, scripted, tool_call
@@ -43,3 +45,34 @@ async def test_the_agent_calls_the_tool_and_answers_with_what_it_returned(
         ("user", "When can I eat?"),
         ("assistant", "The canteen is open 11:30-14:00."),
     ]
+
+
+async def test_booking_asks_three_questions_and_answers_with_all_three() -> None:
+    async with Bot(router) as bot:
+        [where] = await bot.say("/book", user="ana")
+        assert [b.text for b in where.buttons[0]] == ["canteen", "cafe"]
+        [when] = await bot.press(where.button("cafe"), under=where, user="ana")
+        assert when.text == "At what time at the cafe?"
+        [people] = await bot.say("12:30", user="ana")
+        assert people.text == "For how many people?"
+        [booked] = await bot.say("4", user="ana")
+    assert booked.text.startswith("Booked the cafe at 12:30 for 4 (#")
+
+
+async def test_an_unanswered_booking_question_expires(fake_model: FakeModel) -> None:
+    async with Bot(router) as bot:
+        await bot.say("/book")
+        await bot.say("canteen")
+        await bot.say("13:00")
+        expired = await bot.advance(timedelta(minutes=16))
+    assert [r.text for r in expired] == ["No answer in 15 minutes; nothing was booked."]
+
+
+async def test_the_cake_waits_for_an_admin(fake_model: FakeModel) -> None:
+    fake_model.reply = scripted(asks_for(tool_call("order_cake", {"flavour": "lemon"})), "Ordered.")
+    config = {"access": {"admins": ["loopback:boss"]}}
+    async with Bot(router, model=fake_model, config=config) as bot:
+        [card] = await bot.say("Get us a lemon cake", user="boss")
+        assert card.text.startswith("Approval needed: the agent wants to run order_cake")
+        replies = await bot.press(card.button("Approve"), under=card, user="boss")
+    assert [r.text for r in replies][-1] == "Ordered."

@@ -94,7 +94,7 @@ class Gateway:
         #: The running turn of each conversation: the pipeline's, and ``/stop``'s.
         self.turns = Turns(self.store)
         #: Turns that ask (ctx.ask, approvals), and the events that answer them.
-        self.waits = Waits(self.store, shared=self.store.shared)
+        self.waits = Waits(self.store, shared=self.store.shared, clock=lambda: clock().timestamp())
         self._own_router, self._plugins = router, tuple(plugins)
         self._schedule = scheduler
         #: What cron jobs and reminders take for now: the wall clock, or a test's.

@@ -35,6 +35,9 @@ from tether.errors import (
     TooLarge,
     ToolError,
     ToolTimeout,
+    WaitCancelled,
+    WaitEnded,
+    WaitExpired,
 )
 from tether.events import Attachment, Conversation, Event, Kind, OutMessage, Sender, Target
 from tether.files import File
@@ -42,10 +45,12 @@ from tether.files import File
 if TYPE_CHECKING:
     from tether.gateway.agent.chat import converse
     from tether.gateway.app import Gateway
+    from tether.gateway.handler.asking import Answer
     from tether.gateway.handler.context import Context
     from tether.gateway.handler.routing import Handler, Middleware, NextHandler, Router
 
 __all__ = [
+    "Answer",
     "Attachment",
     "BudgetExceeded",
     "Button",
@@ -71,11 +76,15 @@ __all__ = [
     "TooLarge",
     "ToolError",
     "ToolTimeout",
+    "WaitCancelled",
+    "WaitEnded",
+    "WaitExpired",
     "converse",
 ]
 
 #: Public names whose home imports the gateway: loaded when first asked for.
 _LAZY = {
+    "Answer": "tether.gateway.handler.asking",
     "Context": "tether.gateway.handler.context",
     "Router": "tether.gateway.handler.routing",
     "Handler": "tether.gateway.handler.routing",

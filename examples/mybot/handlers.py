@@ -1,5 +1,6 @@
-"""An example plugin: commands, a memoized step, buttons, a tool for the agent, and a
-middleware. Its tests are ``examples/test_mybot.py``, written with ``tether.testing``."""
+"""An example plugin: commands, a memoized step, buttons, a dialog that asks and waits,
+a tool for the agent, one that needs a person's approval, and a middleware. Its tests
+are ``examples/test_mybot.py``, written with ``tether.testing``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 import time
 from typing import Any
 
-from tether import Button, Context, Event, NextHandler, Router
+from tether import Button, Context, Event, NextHandler, Router, WaitExpired
 
 router = Router("mybot")
 
@@ -50,6 +51,30 @@ async def lunch_answer(ctx: Context) -> None:
     answer = ctx.event.text.removeprefix("lunch:")
     ctx.memory.remember(f"{ctx.event.sender.name if ctx.event.sender else 'someone'} said {answer}")
     await ctx.reply("See you at noon." if answer == "yes" else "Maybe next time.")
+
+
+@router.command("book")
+async def book(ctx: Context) -> None:
+    """/book — a table for lunch: three questions, each answer waited for durably."""
+    where = await ctx.ask("Where?", buttons=["canteen", "cafe"])
+    when = await ctx.ask(f"At what time at the {where.data}?")
+    try:
+        people = await ctx.ask("For how many people?", timeout=15 * 60)
+    except WaitExpired:
+        await ctx.reply("No answer in 15 minutes; nothing was booked.")
+        return
+    ticket = await ctx.step("ticket", lambda: random.randint(1000, 9999))
+    await ctx.reply(f"Booked the {where.data} at {when.text} for {people.text} (#{ticket}).")
+
+
+@router.tool(approval=True)
+async def order_cake(ctx: Context, flavour: str) -> str:
+    """Order a cake from the bakery for the office (someone must approve it first).
+
+    Args:
+        flavour: e.g. "lemon".
+    """
+    return f"ordered a {flavour} cake"
 
 
 @router.tool(idempotent=True)

@@ -128,6 +128,7 @@ class Pipeline:
             media=reach,
             ask_timeout=self.config.ask_timeout,
         )
+        turn.asking.clock = self.waits.clock
         ctx = Context(event, row.conversation, row.attempts, elog, turn)
         llm = turn.llm  # this run's client to its end: a reload retires it only after
         if llm is not None:

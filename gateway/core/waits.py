@@ -96,9 +96,14 @@ class Board:
 class Waits:
     """Open waits, the events that answer them, and their expiry."""
 
-    def __init__(self, store: WaitStore, *, shared: bool = False) -> None:
+    def __init__(
+        self, store: WaitStore, *, shared: bool = False, clock: Callable[[], float] = time.time
+    ) -> None:
         self.store = store
         self.shared = shared
+        #: What deadlines are reckoned by (epoch seconds): the gateway's clock, which a
+        #: test moves (``tether.testing.Bot.advance`` expires what passed its deadline).
+        self.clock = clock
         self.board = Board()
         #: Runs a suspended turn whose wait ended (the dispatcher's ``resume``).
         self.resume: Callable[[InboxRow], None] = lambda _row: None
@@ -289,7 +294,7 @@ class Waits:
     async def expire(self, now: float | None = None) -> int:
         """End every open wait whose deadline passed; how many this call ended."""
         ended = 0
-        while due := await self.store.due_waits(time.time() if now is None else now):
+        while due := await self.store.due_waits(self.clock() if now is None else now):
             mine = [wait for wait in due if await self.end(wait, "expired", None, EXPIRY)]
             ended += len(mine)
             if len(due) < 100:
@@ -312,7 +317,7 @@ class Waits:
             conversation=wait.conversation,
             kind=wait.kind,
             chat=wait.chat,
-            timeout_s=round(wait.deadline - time.time(), 3) if wait.deadline else None,
+            timeout_s=round(wait.deadline - self.clock(), 3) if wait.deadline else None,
         )
 
 

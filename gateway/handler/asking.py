@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -113,6 +113,8 @@ class Asking:
     #: Outbox keys earlier runs committed (with a wait): not handed to the outbox again.
     committed: frozenset[str] = frozenset()
     asked: int = 0
+    #: What deadlines are reckoned by: the wall clock, or the gateway's (a test's) clock.
+    clock: Callable[[], float] = time.time
 
     @property
     def expected(self) -> list[str]:
@@ -275,7 +277,7 @@ async def wait_for(
             chat=where.key,
             token=token,
             sender=sender,
-            deadline=time.time() + timeout,
+            deadline=asking.clock() + timeout,
             created=time.time(),
             status="open",
             question=question[:2000],

@@ -16,6 +16,7 @@ import tether.errors
 import tether.testing
 
 PUBLIC = [
+    "Answer",
     "Attachment",
     "BudgetExceeded",
     "Button",
@@ -41,6 +42,9 @@ PUBLIC = [
     "TooLarge",
     "ToolError",
     "ToolTimeout",
+    "WaitCancelled",
+    "WaitEnded",
+    "WaitExpired",
     "converse",
 ]
 

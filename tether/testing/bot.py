@@ -197,7 +197,8 @@ class Bot:
     ) -> list[Reply]:
         """Move the clock ``by`` a duration or ``to`` a moment; every cron job and
         reminder due on the way fires at its time, in order, as if the time had passed
-        (through the scheduler's ledger: each fire once). The replies they caused."""
+        (through the scheduler's ledger: each fire once), and every question
+        (``ctx.ask``, an approval) whose deadline passed expires. The replies they caused."""
         if (by is None) == (to is None):
             raise ValueError("advance by a duration or to a moment, one of them")
         end = to.astimezone(UTC) if to is not None else self.clock.now + (by or timedelta())
@@ -271,6 +272,7 @@ class Bot:
         for scheduler in self._schedulers():
             for job_id in list(scheduler.jobs):
                 await scheduler.wake(job_id)
+        await self.gateway.waits.expire()  # ctx.ask and approvals past their deadline
         await self._settle()
 
 
