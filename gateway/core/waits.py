@@ -154,6 +154,7 @@ class Waits:
                 sender=_who(event),
                 name=sender.name if sender else "",
                 key=event.key,
+                attachments=tuple(event.attachments),
             )
             await self.end(wait, "answered", answer.to_json(), event.key)
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from tether.buttons import Button, ButtonsSpec, keyboard
 from tether.errors import Diverged, WaitCancelled, WaitExpired
-from tether.events import Target
+from tether.events import Attachment, Target
 from tether.memory.records import OutboxRow
 from tether.memory.waits import Wait, WaitKind, wait_id
 
@@ -58,7 +58,8 @@ class Answer:
 
     ``text`` is what they wrote, or the pressed button's text; ``data`` is the pressed
     button's ``data`` (its text when it had none), None for a written answer;
-    ``sender`` is ``platform:user``; ``key`` is the answering event's key.
+    ``sender`` is ``platform:user``; ``key`` is the answering event's key;
+    ``attachments`` are the files the answer came with (``ctx.download`` takes them).
     """
 
     text: str
@@ -66,6 +67,7 @@ class Answer:
     sender: str = ""
     name: str = ""
     key: str = ""
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def pressed(self) -> bool:
@@ -78,6 +80,7 @@ class Answer:
             "sender": self.sender,
             "name": self.name,
             "key": self.key,
+            "attachments": [a.model_dump(mode="json") for a in self.attachments],
         }
 
     @classmethod
@@ -89,6 +92,9 @@ class Answer:
             sender=str(value.get("sender", "")),
             name=str(value.get("name", "")),
             key=str(value.get("key", "")),
+            attachments=tuple(
+                Attachment.model_validate(a) for a in value.get("attachments") or []
+            ),
         )
 
 

@@ -121,3 +121,19 @@ async def test_a_handler_that_takes_another_step_on_resume_is_dead_lettered() ->
         [letter] = await bot.gateway.store.dead_letters()
         assert "diverged" in letter.error and "step:step-0" in letter.error
         assert letter.snapshot["waits"][0]["status"] == "answered"
+
+
+async def test_a_file_sent_as_the_answer_comes_with_it() -> None:
+    router = Router()
+
+    @router.command("photo")
+    async def photo(ctx: Context) -> None:
+        answer = await ctx.ask("Send me the receipt.")
+        [receipt] = answer.attachments
+        data = await ctx.download(receipt)
+        await ctx.reply(f"got {receipt.name}: {len(data)} bytes")
+
+    async with Bot(router) as bot:
+        await bot.say("/photo")
+        [got] = await bot.send_file(b"x" * 1234, name="receipt.jpg", kind="photo")
+    assert got.text == "got receipt.jpg: 1234 bytes"
