@@ -92,9 +92,7 @@ class Answer:
             sender=str(value.get("sender", "")),
             name=str(value.get("name", "")),
             key=str(value.get("key", "")),
-            attachments=tuple(
-                Attachment.model_validate(a) for a in value.get("attachments") or []
-            ),
+            attachments=tuple(Attachment.model_validate(a) for a in value.get("attachments") or []),
         )
 
 
