@@ -143,7 +143,7 @@ class Pipeline:
             found = resolved[0] if resolved else None
             if not throttled and await self.waits.look(event, row.conversation, found):
                 # It answers a wait: the wait's handler, behind the same access checks.
-                resolved = (self.waits.route, resolved[1] if resolved else [])
+                resolved = (self.waits.route(found), resolved[1] if resolved else [])
             if resolved is not None:
                 route, middlewares = resolved
                 route_name = route.name

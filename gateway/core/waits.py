@@ -110,10 +110,20 @@ class Waits:
         #: Approvals (gateway/tools/approvals.py): who may decide, and what a press says.
         self.may_decide: Decider | None = None
         self.decision: Decision | None = None
-        self.route = Route(self.answer, lambda _event: True, "wait:answer")
         self._keeper: asyncio.Task[None] | None = None
 
     # -- which events answer ------------------------------------------------------------
+
+    def route(self, found: Route | None) -> Route:
+        """The route of an event :meth:`look` took: it answers its wait, or — a written
+        answer whose wait another answer ended first — it is an ordinary message after
+        all, and ``found`` (what the router resolved) handles it."""
+
+        async def answer(ctx: Context) -> None:
+            if not await self.answer(ctx) and found is not None:
+                await found.handler(ctx)
+
+        return Route(answer, lambda _event: True, "wait:answer")
 
     async def look(self, event: Event, conversation: str, route: Route | None) -> bool:
         """Does ``event`` answer (or ``/cancel``) a wait? A dict lookup unless the store
@@ -137,8 +147,9 @@ class Waits:
 
     # -- ending waits -------------------------------------------------------------------
 
-    async def answer(self, ctx: Context) -> None:
-        """The handler of an event :meth:`look` took: end its wait, or say why not."""
+    async def answer(self, ctx: Context) -> bool:
+        """End the wait an event :meth:`look` took, or say why not; False for a written
+        answer whose wait had ended meanwhile (it is not an answer)."""
         event = ctx.event
         if event.kind is Kind.CALLBACK:
             await self._pressed(ctx)
@@ -147,7 +158,7 @@ class Waits:
         else:
             wait = _written_answer(self.board.of(ctx.conversation), event)
             if wait is None:  # ended meanwhile (a shared store's other instance)
-                return
+                return False
             sender = event.sender
             answer = Answer(
                 text=event.text,
@@ -156,7 +167,8 @@ class Waits:
                 key=event.key,
                 attachments=tuple(event.attachments),
             )
-            await self.end(wait, "answered", answer.to_json(), event.key)
+            return await self.end(wait, "answered", answer.to_json(), event.key)
+        return True
 
     async def end(
         self, wait: Wait, status: WaitStatus, answer: dict[str, Any] | None, by: str

@@ -137,3 +137,31 @@ async def test_a_file_sent_as_the_answer_comes_with_it() -> None:
         await bot.say("/photo")
         [got] = await bot.send_file(b"x" * 1234, name="receipt.jpg", kind="photo")
     assert got.text == "got receipt.jpg: 1234 bytes"
+
+
+async def test_a_written_answer_to_a_wait_ended_meanwhile_is_an_ordinary_message() -> None:
+    """Two instances, or an answer racing the deadline: the wait ends before this message
+    is run. The message is then not swallowed: the router's handler answers it."""
+    router = Router()
+
+    @router.command("q")
+    async def question(ctx: Context) -> None:
+        try:
+            await ctx.ask("Name?")
+        except WaitExpired:
+            await ctx.reply("expired")
+
+    @router.fallback
+    async def other(ctx: Context) -> None:
+        await ctx.reply(f"heard {ctx.event.text}")
+
+    async with Bot(router) as bot:
+        await bot.say("/q")
+        gateway = bot.gateway
+        [wait] = await gateway.store.open_waits()
+        # Ended in the store behind this process's back; the board still has it open.
+        assert (await gateway.store.resolve_wait(wait.id, "expired", None, "elsewhere")).won
+        assert gateway.waits.board.of(wait.conversation)
+        replies = await bot.say("Ana")
+    # The message is heard; the turn the store requeued ran with its expiry (swept in).
+    assert sorted(r.text for r in replies) == ["expired", "heard Ana"]
