@@ -284,7 +284,11 @@ class Context:
 
         ``fn`` may be sync or async. The result is stored as JSON and returned as
         JSON-decoded data on every run (first or cached), so both paths see the same value.
+        Inside a tool the name is the call's own (``tool:{round}:{index}/{name}``), so a
+        tool the model calls twice in one turn keeps a step per call.
         """
+        if self._turn.tool_step is not None:  # a tool's own: the same tool may run twice
+            name = f"{self._turn.tool_step}/{name}"
         if name in self._step_names:
             raise ValueError(f"step {name!r} used twice in one handler run")
         self._step_names.add(name)

@@ -36,7 +36,9 @@ timeout or when the turn is stopped, is left running and its outcome stored as
 
 A call that needs a person's approval waits for it before either step is written
 (:mod:`.approvals`): approved, it runs as above with exactly the approved arguments;
-denied or expired, that is its stored outcome.
+denied or expired, that is its stored outcome. A tool may ask the person itself
+(``ctx.ask``): its ``started`` mark then says it asked, and the re-run with the answer
+runs it again (its own steps memoized) instead of taking it for cut off.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from tether import metrics
 from tether.errors import BudgetExceeded, ToolError, ToolTimeout
 from tether.events import OutMessage
+from tether.gateway.handler.asking import Suspend
 from tether.gateway.handler.context import turn_of
 from tether.gateway.handler.tool import Tool
 from tether.gateway.tools import approvals, bounds, deadline
@@ -116,7 +119,8 @@ async def execute(
         result = {"attempt": ctx.attempt, **identity, "outcome": outcome, "result": gate}
         await steps.save_step(event, key, json.dumps(result))
         return gate
-    resumed = _same(await steps.step(event, f"{key}:started"), identity) is not None
+    mark = _same(await steps.step(event, f"{key}:started"), identity)
+    resumed = mark is not None and not mark.get("asked")
     # Committed before the tool runs: a crash from here on leaves the ambiguous case.
     await steps.save_step(event, f"{key}:started", json.dumps({"attempt": ctx.attempt, **identity}))
     marks = _Marks(ctx)
@@ -139,7 +143,15 @@ async def execute(
     async def abandoned() -> None:  # the turn was cancelled; the tool would not stop
         await finish("unknown", LEFT_RUNNING)
 
-    return await finish(*await _run(ctx, tools.get(name), name, raw, resumed, log, abandoned))
+    try:
+        ran = await _run(ctx, tools.get(name), name, raw, resumed, log, abandoned)
+    except Suspend:  # the tool asked the person (ctx.ask): it runs again with the answer
+        asked = {"attempt": ctx.attempt, **identity, "asked": True}
+        await steps.save_step(event, f"{key}:started", json.dumps(asked))
+        raise
+    finally:
+        turn.tool_step = None
+    return await finish(*ran)
 
 
 def _same(raw: str | None, identity: Mapping[str, str]) -> dict[str, Any] | None:
@@ -217,6 +229,7 @@ class _Marks:
         self.outbox = len(ctx.outbox)
         self.facts = len(changes.facts)
         self.forget = len(changes.forget)
+        self.trace = len(turn_of(ctx).asking.trace)
 
     def effects(self) -> dict[str, Any]:
         changes = self.ctx.memory.changes
@@ -224,6 +237,9 @@ class _Marks:
             "outbox": [m.model_dump(mode="json") for m in self.ctx.outbox[self.outbox :]],
             "facts": [list(fact) for fact in changes.facts[self.facts :]],
             "forget": list(changes.forget[self.forget :]),
+            # the steps it took and what it asked: passed again on a cached re-run, so
+            # the turn's trace is the same whether the tool ran or its result was read
+            "trace": turn_of(self.ctx).asking.trace[self.trace :],
         }
         return {name: value for name, value in found.items() if value}
 
@@ -233,3 +249,8 @@ def _replay(ctx: Context, effects: Mapping[str, Any]) -> None:
     changes = ctx.memory.changes
     changes.facts.extend((str(text), int(count)) for text, count in effects.get("facts", []))
     changes.forget.extend(int(fact_id) for fact_id in effects.get("forget", []))
+    asking = turn_of(ctx).asking
+    for mark in effects.get("trace", []):
+        asking.passed(str(mark))
+        if str(mark).startswith("wait:"):
+            asking.asked += 1  # its questions keep their places

@@ -113,3 +113,40 @@ async def test_other_arguments_than_the_approved_ones_are_asked_again(
         assert '"/b"' in second.text
         await bot.press(second.button("Approve"), under=second, user="boss")
     assert calls == [{"path": "/b"}]
+
+
+async def test_a_tool_that_asks_the_person_runs_again_with_the_answer(
+    fake_model: FakeModel,
+) -> None:
+    """A non-idempotent tool that asks (a clarifying question) is not taken for a call
+    cut off by a crash on the re-run: it runs again, its own step memoized, and gets the
+    answer; and a cached tool's steps before a later question keep the trace the same."""
+    calls: list[str] = []
+    router = Router()
+
+    @router.tool
+    async def book(ctx: Context, what: str) -> str:
+        """Book something, asking which day."""
+        slot = await ctx.step("slots", lambda: calls.append("slots") or "9:00")
+        day = await ctx.ask(f"Which day for the {what} at {slot}?", buttons=["Mon", "Tue"])
+        calls.append(f"booked {what} {day.data}")
+        return f"booked {what} on {day.data}"
+
+    def reply(body: dict[str, Any]) -> Any:
+        results = [m for m in body["messages"] if m.get("role") == "tool"]
+        if len(results) == 0:
+            return asks_for(tool_call("book", {"what": "dentist"}))
+        if len(results) == 1:
+            return asks_for(tool_call("book", {"what": "haircut"}))
+        return "Both booked."
+
+    fake_model.reply = reply
+    async with Bot(router, model=fake_model) as bot:
+        [first] = await bot.say("book the dentist and a haircut")
+        assert first.text == "Which day for the dentist at 9:00?"
+        [second] = await bot.press(first.button("Tue"), under=first)
+        assert second.text == "Which day for the haircut at 9:00?"
+        replies = await bot.press(second.button("Mon"), under=second)
+        assert [r.text for r in replies] == ["Both booked."]
+        assert await bot.gateway.store.dead_letters() == []
+    assert calls == ["slots", "booked dentist Tue", "slots", "booked haircut Mon"]
