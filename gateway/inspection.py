@@ -99,7 +99,8 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
     )
     cron = [{"job": job, "next_fire": when.isoformat()} for when, job in upcoming]
     inbox, outbox = counts["inbox"], counts["outbox"]
-    events = {s: inbox.get(s, 0) for s in ("received", "running", "retry_wait", "dead", "done")}
+    statuses = ("received", "running", "retry_wait", "waiting", "dead", "done")
+    events = {s: inbox.get(s, 0) for s in statuses}  # waiting: turns that asked (ctx.ask)
     sends = {
         "backlog": sum(outbox.get(s, 0) for s in ("pending", "sending", "retry_wait")),
         **{s: outbox.get(s, 0) for s in ("sent", "unknown", "dead")},

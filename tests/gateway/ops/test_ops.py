@@ -122,7 +122,14 @@ async def test_status_shows_counts_and_activity(tmp_path: Path) -> None:
 
     result = await asyncio.to_thread(cli, "status", "--json", "-c", str(config))
     report = json.loads(result.stdout)
-    assert report["events"] == {"received": 0, "running": 0, "retry_wait": 0, "dead": 1, "done": 1}
+    assert report["events"] == {
+        "received": 0,
+        "running": 0,
+        "retry_wait": 0,
+        "waiting": 0,
+        "dead": 1,
+        "done": 1,
+    }
     assert report["outbox"] == {"backlog": 0, "sent": 2, "unknown": 0, "dead": 0}
     assert set(report["platforms"]["loopback"]) == {"received", "sent"}
     assert [entry["job"] for entry in report["cron"]] == ["brief"]
