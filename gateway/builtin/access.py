@@ -68,13 +68,14 @@ class Patterns:
         joined = "|".join(fnmatch.translate(p) for p in patterns)
         self._regex = re.compile(joined) if patterns else None
 
-    def match(self, event: Event) -> bool:
-        """Does the sender's ``platform:user`` or the chat's ``platform:chat`` match?"""
+    def match(self, event: Event, *, person: bool = False) -> bool:
+        """Does the sender's ``platform:user`` or the chat's ``platform:chat`` match? With
+        ``person``, only the sender's: a chat in the list does not make its members match."""
         if self.everyone:
             return True
         if self._regex is None:
             return False
-        if self._regex.match(f"{event.platform}:{event.conversation.chat_id}"):
+        if not person and self._regex.match(f"{event.platform}:{event.conversation.chat_id}"):
             return True
         return event.sender is not None and bool(
             self._regex.match(f"{event.platform}:{event.sender.id}")
@@ -89,13 +90,15 @@ class Access:
         self.admins = Patterns(config.admins)
         self._hinted: dict[tuple[str, str, str], float] = {}
 
-    async def is_admin(self, event: Event) -> bool:
-        """The console and cron; ``access.admins``; whoever claimed the owner code."""
+    async def is_admin(self, event: Event, *, person: bool = False) -> bool:
+        """The console and cron; ``access.admins``; whoever claimed the owner code. With
+        ``person`` (who may approve a tool call) a chat named in ``access.admins`` does
+        not make everyone in it an admin: the sender must be named, or own the bot."""
         if event.platform in TRUSTED_PLATFORMS:
             return True
         if event.sender is None:
             return False
-        if self.admins.match(event):
+        if self.admins.match(event, person=person):
             return True
         found = await self.store.pairing(ADMIN, sender_name(event))
         return found is not None and found.status == "approved"

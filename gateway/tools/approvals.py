@@ -16,7 +16,8 @@ from their steps, so the same call reaches the same place and reads the decision
 - **denied**: the model reads ``denied by NAME``; **expired**: it reads that no approver
   answered in time. Both are stored as the call's outcome, so no re-run asks again.
 
-Who may decide is ``agent.tools.approvals.approvers``: ``admins`` (``access.admins``, the
+Who may decide is ``agent.tools.approvals.approvers``: ``admins`` (the people
+``access.admins`` names — a chat named there does not make its members approvers — the
 owner, the console), ``asker`` (the person the turn answers), or ``platform:user``
 patterns. It fails closed: with nobody configured the call is denied without a card,
 and a press by anyone else is refused with a notice (``approval.refused``). Each request
@@ -151,7 +152,7 @@ def attach(waits: Waits, access: Callable[[], Access]) -> None:
     async def may_decide(wait: Wait, event: Event) -> bool:
         who = f"{event.platform}:{event.sender.id}" if event.sender else ""
         for rule in wait.detail.get("approvers") or []:
-            if rule == ADMINS and await access().is_admin(event):
+            if rule == ADMINS and await access().is_admin(event, person=True):
                 return True
             if rule == ASKER and who and who == wait.detail.get("asker"):
                 return True

@@ -150,3 +150,19 @@ async def test_a_tool_that_asks_the_person_runs_again_with_the_answer(
         assert [r.text for r in replies] == ["Both booked."]
         assert await bot.gateway.store.dead_letters() == []
     assert calls == ["slots", "booked dentist Tue", "slots", "booked haircut Mon"]
+
+
+async def test_a_chat_named_in_admins_does_not_make_its_members_approvers(
+    fake_model: FakeModel,
+) -> None:
+    """access.admins may name a chat (its members run admin commands there); approving a
+    tool call takes a person: the chat's pattern does not count for the presser."""
+    calls: list[dict[str, Any]] = []
+    fake_model.reply = scripted(asks_for(tool_call("wipe", {"path": "/x"})), "Done.")
+    config = {"access": {"admins": ["loopback:ops", "loopback:boss"], "allow": ["*"]}}
+    async with Bot(gated(calls), model=fake_model, config=config) as bot:
+        [card] = await bot.say("wipe /x", user="eve", chat="ops", group=True)
+        [refused] = await bot.press(card.button("Approve"), under=card, user="eve")
+        assert "you may not decide this" in refused.text and calls == []
+        await bot.press(card.button("Approve"), under=card, user="boss")
+    assert calls == [{"path": "/x"}]
