@@ -1,4 +1,4 @@
-"""tether: run, chat, check, reload, init, status, pair, jobs, dead.
+"""tether: run, chat, check, reload, init, status, pair, jobs, dead, approvals.
 
 Without -c, ./tether.yaml is used if present, else the built-in defaults (SQLite file
 tether.db, console chat, echo agent). -c goes before or after the command.
@@ -20,7 +20,7 @@ from tether.config import Settings, load, plugin_path
 from tether.config.console import exposure_problem
 from tether.config.mcp import missing_program
 from tether.errors import ConfigError, GatewayError, JobError
-from tether.gateway import inspection
+from tether.gateway import inspection, inspection_waits
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters, load_router
 from tether.gateway.handler.plugins import check_job_handlers
@@ -125,6 +125,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     jobs.add_argument("action", choices=["list", "run", "cancel"])
     jobs.add_argument("id", nargs="?", help="the job to fire (run) or made in chat to cancel")
+    approvals = command(
+        "approvals",
+        inspection_waits.approvals,
+        "the audit of approval-gated tool calls: who asked, what, who decided",
+    )
+    approvals.add_argument("action", choices=["list", "show"])
+    approvals.add_argument("id", nargs="?", help="the approval's WAIT_ID (show)")
+    approvals.add_argument("--pending", action="store_true", help="only the open ones (list)")
+    approvals.add_argument("--json", action="store_true", help="one JSON object a line (list)")
     return parser
 
 

@@ -18,6 +18,7 @@ Routes::
     GET  /ui/  (overview)     GET /ui/api/overview
     GET  /ui/events?key=&conversation=&status=    GET /ui/event?key=
     GET  /ui/dead             POST /ui/dead/retry
+    GET  /ui/approvals
     GET  /ui/conversations    GET /ui/conversation?c=    POST /ui/conversation/fact
     GET  /ui/jobs             POST /ui/jobs/run
     GET  /ui/live             GET /ui/api/live  (server-sent events)
@@ -65,6 +66,7 @@ def mount_console(app: web.Application, host: ConsoleHost) -> None:
     get("/event", pages.event)
     get("/dead", pages.dead)
     post("/dead/retry", actions.retry_dead)
+    get("/approvals", pages.approvals)
     get("/conversations", pages.conversations)
     get("/conversation", pages.conversation)
     post("/conversation/fact", actions.fact)

@@ -1,5 +1,6 @@
 """The console's pages that only read: overview, events and their timelines, dead
-letters, conversations, jobs, and the shells of the live stream and the web chat.
+letters, approvals, conversations, jobs, and the shells of the live stream and the web
+chat.
 
 Everything shown comes from the store (and, for connection states, from the adapters),
 read per request: the page is what is true now, whichever process wrote it.
@@ -14,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from tether.cron import zone
+from tether.gateway.tools.approvals import audit_row
 from tether.gateway.web.charts import bars
 from tether.gateway.web.host import ConsoleHost
 from tether.gateway.web.render import Renderer
@@ -23,7 +25,9 @@ from tether.memory.console import SERIES
 from tether.memory.records import UNSENT_OUTBOX
 from tether.scheduler.jobs import last_fire, now_utc
 
-STATUSES = ("received", "running", "retry_wait", "done", "dead")
+STATUSES = ("received", "running", "retry_wait", "waiting", "done", "dead")
+#: How many approvals the page reads, and how many decided ones it shows.
+APPROVALS, DECIDED = 200, 100
 HOUR, MINUTE = 3600.0, 60.0
 
 
@@ -111,7 +115,9 @@ class Pages:
         timeline = await self.host.store.timeline(key) if key else None
         if timeline is None:
             return self.render.page(request, "missing.html", what=f"event {key!r}", status=404)
-        return self.render.page(request, "event.html", t=timeline, entries=entries(timeline))
+        waits = await self.host.store.waits_of(key)
+        drawn = entries(timeline, waits)
+        return self.render.page(request, "event.html", t=timeline, entries=drawn)
 
     async def dead(self, request: web.Request) -> web.Response:
         letters = await self.host.store.dead_letters()
@@ -124,6 +130,16 @@ class Pages:
             done=await outcome(self.host, retried) if retried else "",
             failed=request.query.get("missing", "")[:500],
         )
+
+    async def approvals(self, request: web.Request) -> web.Response:
+        """The open approvals, oldest first (every one, however old), and the newest
+        decided ones: the same rows as ``tether approvals list``. Read-only: a decision
+        is a press on the card, by someone ``agent.tools.approvals.approvers`` names."""
+        store = self.host.store
+        pending = [audit_row(w) for w in await store.open_waits() if w.kind == "approval"]
+        recent = [audit_row(w) for w in await store.waits("approval", APPROVALS)]
+        decided = [row for row in recent if row["outcome"] != "pending"][:DECIDED]
+        return self.render.page(request, "approvals.html", pending=pending, decided=decided)
 
     async def conversations(self, request: web.Request) -> web.Response:
         found = await self.host.store.conversation_list(200)
