@@ -101,6 +101,11 @@ async def execute(
     steps, event = turn.store, ctx.event.key
     stored = _same(await steps.step(event, key), identity)
     if stored is not None:
+        if stored.get("outcome") != "refused":
+            # A call that waited for an approval reaches its wait again, ended now, so
+            # the turn's trace and its replies' outbox keys (the card's) are as they were
+            # on the run that asked; a call needing none passes straight through.
+            await approvals.gate(ctx, tools.get(name), name, text, log)
         log.info("tool.cached", outcome=stored.get("outcome"))
         metrics.TOOL_CALLS.labels(name, "cached").inc()
         _replay(ctx, stored.get("effects") or {})
@@ -114,7 +119,7 @@ async def execute(
         return text
     gate = await approvals.gate(ctx, tools.get(name), name, text, log)
     if gate is not None:  # denied or expired: stored as the call's outcome, never asked again
-        outcome = gate.split(":", 1)[0]
+        outcome = gate.split(":", 1)[0].split()[0]  # denied, expired: not who denied it
         metrics.TOOL_CALLS.labels(name, outcome).inc()
         result = {"attempt": ctx.attempt, **identity, "outcome": outcome, "result": gate}
         await steps.save_step(event, key, json.dumps(result))
