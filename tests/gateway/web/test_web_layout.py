@@ -151,6 +151,7 @@ async def test_long_strings_and_overrides_stay_inside_every_page(
             "conversation": "/ui/conversation?c=loopback:7",
             "conversation-long": f"/ui/conversation?c=loopback:{'C' * 3000}",
             "jobs": "/ui/jobs",
+            "approvals": "/ui/approvals",
             "missing": f"/ui/event?key={WORD}",
             "rtl-conversation": f"/ui/conversation?c={quote('loopback:' + RLO + 'room')}",
         }
