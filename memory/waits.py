@@ -123,6 +123,7 @@ OPEN_IN = (
     f"SELECT {COLUMNS} FROM waits WHERE status = 'open' AND conversation = ? ORDER BY created, id"
 )
 BY_TOKEN = f"SELECT {COLUMNS} FROM waits WHERE token = ?"
+ENDED_BY = f"SELECT {COLUMNS} FROM waits WHERE answered_by = ? ORDER BY created, id"
 DUE = (
     f"SELECT {COLUMNS} FROM waits WHERE status = 'open' AND deadline <= ? ORDER BY deadline LIMIT ?"
 )
@@ -192,6 +193,11 @@ class WaitStore(Protocol):
         """The wait whose buttons carry ``token`` (open or ended)."""
 
     @abc.abstractmethod
+    async def waits_ended_by(self, key: str) -> list[Wait]:
+        """The waits event ``key`` ended (answered or cancelled): what an answering
+        event that runs again after a crash did before, so it does not answer twice."""
+
+    @abc.abstractmethod
     async def due_waits(self, now: float, limit: int = 100) -> list[Wait]:
         """Open waits whose deadline is at or before ``now``, soonest first."""
 
@@ -258,6 +264,9 @@ class SqlWaits:
     async def wait_by_token(self, token: str) -> Wait | None:
         rows = await self._rows(BY_TOKEN, (token,))
         return _wait(rows[0]) if rows else None
+
+    async def waits_ended_by(self, key: str) -> list[Wait]:
+        return [_wait(row) for row in await self._rows(ENDED_BY, (key,))]
 
     async def due_waits(self, now: float, limit: int = 100) -> list[Wait]:
         return [_wait(row) for row in await self._rows(DUE, (now, limit))]
@@ -332,6 +341,10 @@ class MemoryWaits:
 
     async def wait_by_token(self, token: str) -> Wait | None:
         return next((w for w in self._kept_waits.values() if w.token == token), None)
+
+    async def waits_ended_by(self, key: str) -> list[Wait]:
+        found = [w for w in self._kept_waits.values() if w.answered_by == key]
+        return sorted(found, key=lambda w: (w.created, w.id))
 
     async def due_waits(self, now: float, limit: int = 100) -> list[Wait]:
         due = [

@@ -125,11 +125,15 @@ class Waits:
 
         return Route(answer, lambda _event: True, "wait:answer")
 
-    async def look(self, event: Event, conversation: str, route: Route | None) -> bool:
+    async def look(
+        self, event: Event, conversation: str, route: Route | None, *, again: bool = False
+    ) -> bool:
         """Does ``event`` answer (or ``/cancel``) a wait? A dict lookup unless the store
         is shared, where the conversation's open waits are read first. ``/cancel`` with
         nothing to cancel is answered here too unless a plugin's command takes it
-        (``route``, what the router resolved: a fallback would only echo it)."""
+        (``route``, what the router resolved: a fallback would only echo it). An event
+        run ``again`` (its earlier run died) that already ended a wait is still the
+        answer it was: not a new turn, nor the answer to the question asked since."""
         if event.kind is Kind.CALLBACK:
             return parse_press(event.text) is not None
         if event.kind is Kind.COMMAND:
@@ -137,6 +141,8 @@ class Waits:
                 return False
         elif event.kind is not Kind.MESSAGE:
             return False
+        if again and await self.store.waits_ended_by(event.key):
+            return True
         if self.shared:
             self.board.replace(conversation, await self.store.open_waits(conversation))
         waits = self.board.of(conversation)
@@ -151,7 +157,14 @@ class Waits:
         """End the wait an event :meth:`look` took, or say why not; False for a written
         answer whose wait had ended meanwhile (it is not an answer)."""
         event = ctx.event
-        if event.kind is Kind.CALLBACK:
+        ended = await self.store.waits_ended_by(event.key) if ctx.attempt > 1 else []
+        if ended and event.kind is not Kind.CALLBACK:
+            # It ended a wait in a run that died before its checkpoint: the wait stays
+            # as it ended and its turn runs from the store; only a /cancel's notice,
+            # never committed, is said again.
+            if event.kind is Kind.COMMAND:
+                await ctx.reply(CANCELLED.format(question=_short(ended[-1].question)), quote=False)
+        elif event.kind is Kind.CALLBACK:
             await self._pressed(ctx)
         elif event.kind is Kind.COMMAND:
             await self._cancel(ctx)
@@ -204,6 +217,8 @@ class Waits:
             await ctx.reply(GONE, quote=False)
             return
         if wait.status != "open":
+            if wait.kind == "ask" and wait.answered_by == event.key:
+                return  # this very press, run again after a crash: it answered already
             await ctx.reply(_ended(wait), quote=False)
             return
         if wait.kind == "approval":
