@@ -1,7 +1,7 @@
 """An approved tool call runs once, through presses, redeliveries and kill -9.
 
 A real ``tether run`` subprocess polls the fake Telegram Bot API and runs the ``llm``
-agent against the fake model, with ``charge`` (tests/plugins/approval_counter.py): a
+agent against the fake model, with ``charge`` (tests/plugins/waits/approval_counter.py): a
 tool that needs approval and whose side effect is a request to a fake counter service,
 so the counter is the proof. The asker writes in a DM (chat 42); the approval card goes
 to an ops group (``agent.tools.approvals.to``), where ``access.admins`` names user 7 as
@@ -81,7 +81,7 @@ class Tether:
         self.log = tmp_path / "tether.log"
         self.config = write_config(
             tmp_path,
-            plugins=["tests.plugins.approval_counter:router"],
+            plugins=["tests.plugins.waits.approval_counter:router"],
             platforms={
                 "telegram": {
                     "token": telegram.token,

@@ -3,7 +3,7 @@ instance, the press lands on the other, and the approved tool runs once.
 
 Two real ``tether run`` processes, each with its own HTTP port and log, take Telegram
 webhooks (as behind a load balancer) and run the ``llm`` agent against the fake model,
-with ``charge`` (tests/plugins/approval_counter.py): approval-gated, its side effect a hit
+with ``charge`` (tests/plugins/waits/approval_counter.py): approval-gated, its side effect a hit
 on the fake counter. The asker's message is delivered to one instance; its log shows the
 instance that ran the turn and posted the card; the press is delivered to the *other*
 one, which looks the wait up by the press's token in the shared store (no instance holds
@@ -80,7 +80,7 @@ async def pair(
             home,
             memory={"store": pg_dsn},
             http={"enabled": True, "port": port},
-            plugins=["tests.plugins.approval_counter:router"],
+            plugins=["tests.plugins.waits.approval_counter:router"],
             platforms={
                 "telegram": {
                     "token": telegram.token,

@@ -1,7 +1,7 @@
 """kill -9 around ``ctx.ask``: a dialog survives a SIGKILL after each question.
 
 A real ``tether run`` subprocess on SQLite polls the fake Telegram Bot API
-(tests/fakes/telegram_api.py) with the dialog plugin (tests/plugins/dialog.py): ``/trip``
+(tests/fakes/telegram_api.py) with the dialog plugin (tests/plugins/waits/dialog.py): ``/trip``
 asks three questions (the second answered by a press on its buttons) and replies a
 summary of the three answers; ``/quick`` asks with a 2 s deadline and replies its own
 text when it expires; anything else is answered ``new turn: TEXT``, so an answer taken
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
-from tests.plugins.dialog import CITY, EXPIRED, INTRO, QUICK, SEATS, summary, when_question
+from tests.plugins.waits.dialog import CITY, EXPIRED, INTRO, QUICK, SEATS, summary, when_question
 from tests.support.config import db_rows, inbox_rows, write_config
 from tests.support.processes import control_socket, spawn_run, subprocess_env
 
@@ -44,7 +44,7 @@ class Tether:
         self.log = tmp_path / "tether.log"
         self.config = write_config(
             tmp_path,
-            plugins=["tests.plugins.dialog:router"],
+            plugins=["tests.plugins.waits.dialog:router"],
             platforms={
                 "telegram": {
                     "token": fake.token,

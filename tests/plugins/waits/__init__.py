@@ -1,0 +1,1 @@
+"""Plugins of the durable-wait tests (tests/gateway/waits): a dialog and an approval-gated tool."""
