@@ -148,7 +148,7 @@ class Waits:
         waits = self.board.of(conversation)
         if event.kind is Kind.COMMAND:
             unclaimed = route is None or route.name.startswith("fallback")
-            return unclaimed or any(w.kind == "ask" for w in waits)
+            return unclaimed or bool(waits)
         return _written_answer(waits, event) is not None
 
     # -- ending waits -------------------------------------------------------------------
@@ -217,8 +217,12 @@ class Waits:
             await ctx.reply(GONE, quote=False)
             return
         if wait.status != "open":
-            if wait.kind == "ask" and wait.answered_by == event.key:
-                return  # this very press, run again after a crash: it answered already
+            if wait.answered_by == event.key:  # this very press, run again after a crash
+                decide = self.decision if wait.kind == "approval" else None
+                again = decide(wait, event, choice) if decide is not None else None
+                if again is not None:  # its notice was never committed: said now
+                    await ctx.reply(again[1], quote=False)
+                return
             await ctx.reply(_ended(wait), quote=False)
             return
         if wait.kind == "approval":
@@ -285,7 +289,7 @@ class Waits:
             await ctx.reply(_ended(found), quote=False)
 
     async def _cancel(self, ctx: Context) -> None:
-        waits = [w for w in self.board.of(ctx.conversation) if w.kind == "ask"]
+        waits = self.board.of(ctx.conversation)  # a question, or a tool call's approval
         if not waits:
             await ctx.reply(NOTHING_TO_CANCEL, quote=False)
             return

@@ -67,16 +67,22 @@ def needs_approval(tool: Tool | None, name: str, config: ApprovalsConfig) -> boo
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in config.require)
 
 
-async def gate(ctx: Context, tool: Tool | None, name: str, text: str, log: Any) -> str | None:
+async def gate(
+    ctx: Context, tool: Tool | None, name: str, text: str, log: Any, *, replay: bool = False
+) -> str | None:
     """None when the call may run (approved for exactly ``text``); else the text the
-    model reads (denied, expired). Suspends the turn while no decision exists."""
+    model reads (denied, expired). Suspends the turn while no decision exists.
+    ``replay``: a stored call passing its wait again (the trace, the card's outbox key);
+    what it decided was logged and counted when it was decided."""
+
     config = bounds.limits(ctx).approvals
     if not needs_approval(tool, name, config):
         return None
     hashed = arguments_hash(name, text)
     if not config.approvers:
-        log.warning("approval.denied", reason="no approvers configured", hash=hashed)
-        metrics.APPROVALS.labels(name, "denied").inc()
+        if not replay:
+            log.warning("approval.denied", reason="no approvers configured", hash=hashed)
+            metrics.APPROVALS.labels(name, "denied").inc()
         return (
             f"denied: {name} needs a person's approval and no approver is configured"
             " (agent.tools.approvals.approvers); it was not run"
@@ -86,15 +92,17 @@ async def gate(ctx: Context, tool: Tool | None, name: str, text: str, log: Any) 
         answer = wait.answer or {}
         decided_by = str(answer.get("name") or answer.get("sender") or "an approver")
         if wait.status == "answered" and wait.detail.get("hash") != hashed:
-            log.warning("approval.invalidated", wait=wait.id, approved=wait.detail.get("hash"))
+            if not replay:
+                log.warning("approval.invalidated", wait=wait.id, approved=wait.detail.get("hash"))
             continue
         if wait.status == "answered" and answer.get("decision") == "approved":
             return None
         if wait.status == "answered":
             return f"denied by {decided_by}: the person did not approve this call; it was not run"
         if wait.status == "expired":
-            metrics.APPROVALS.labels(name, "expired").inc()
-            log.warning("approval.expired", wait=wait.id, hash=hashed)
+            if not replay:
+                metrics.APPROVALS.labels(name, "expired").inc()
+                log.warning("approval.expired", wait=wait.id, hash=hashed)
             return (
                 f"expired: no approver answered within {config.timeout:g}s; {name} was not"
                 " run. Ask again if it is still wanted"

@@ -105,7 +105,7 @@ async def execute(
             # A call that waited for an approval reaches its wait again, ended now, so
             # the turn's trace and its replies' outbox keys (the card's) are as they were
             # on the run that asked; a call needing none passes straight through.
-            await approvals.gate(ctx, tools.get(name), name, text, log)
+            await approvals.gate(ctx, tools.get(name), name, text, log, replay=True)
         log.info("tool.cached", outcome=stored.get("outcome"))
         metrics.TOOL_CALLS.labels(name, "cached").inc()
         _replay(ctx, stored.get("effects") or {})

@@ -253,6 +253,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX waits_open ON waits(conversation, created) WHERE status = 'open';
     CREATE INDEX waits_due ON waits(deadline) WHERE status = 'open';
     CREATE INDEX waits_kind ON waits(kind, created);
+    CREATE INDEX waits_ended_by ON waits(answered_by);
     """,
 ]
 

@@ -824,6 +824,9 @@ async def test_a_suspended_turn_waits_until_one_answer_ends_its_wait(store: Stor
     assert again.won and again.wait is not None and again.wait.status == "answered"
     row_after = await store.inbox_row("t1")
     assert row_after is not None and row_after.status == "received"
+    winner_key = str(ended.answered_by)
+    assert [w.id for w in await store.waits_ended_by(winner_key)] == [wait.id]
+    assert await store.waits_ended_by("answer-never") == []
     assert [r.key for r in await store.recover()] == ["t1"]
 
 

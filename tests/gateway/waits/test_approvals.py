@@ -166,3 +166,19 @@ async def test_a_chat_named_in_admins_does_not_make_its_members_approvers(
         assert "you may not decide this" in refused.text and calls == []
         await bot.press(card.button("Approve"), under=card, user="boss")
     assert calls == [{"path": "/x"}]
+
+
+async def test_cancel_ends_a_pending_approval_and_the_model_reads_it(
+    fake_model: FakeModel,
+) -> None:
+    calls: list[dict[str, Any]] = []
+    fake_model.reply = scripted(asks_for(tool_call("wipe", {"path": "/c"})), "Left it.")
+    async with Bot(gated(calls), model=fake_model, config=ADMIN) as bot:
+        [card] = await bot.say("wipe /c")
+        replies = await bot.say("/cancel")
+        assert replies[0].text.startswith("Cancelled: I am no longer waiting")
+        assert [r.text for r in replies][-1] == "Left it."
+        [late] = await bot.press(card.button("Approve"), under=card, user="boss")
+        assert late.text == "This question was cancelled; nothing was done."
+    assert calls == []
+    assert fake_model.requests[-1].tool_results[0]["content"].startswith("cancelled")
