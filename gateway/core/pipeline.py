@@ -142,7 +142,12 @@ class Pipeline:
                 await ctx.reply(THROTTLE_NOTICE, quote=False)
             found = resolved[0] if resolved else None
             again = row.attempts > 1
-            if not throttled and await self.waits.look(event, row.conversation, found, again=again):
+            waits = self.waits
+            if (
+                not throttled
+                and waits.may_answer(event, row.conversation, again)
+                and await waits.look(event, row.conversation, found, again=again)
+            ):
                 # It answers a wait: the wait's handler, behind the same access checks.
                 resolved = (self.waits.route(found), resolved[1] if resolved else [])
             if resolved is not None:

@@ -92,6 +92,9 @@ class Board:
     def __len__(self) -> int:
         return sum(len(waits) for waits in self._open.values())
 
+    def __contains__(self, conversation: object) -> bool:
+        return conversation in self._open
+
 
 class Waits:
     """Open waits, the events that answer them, and their expiry."""
@@ -124,6 +127,15 @@ class Waits:
                 await found.handler(ctx)
 
         return Route(answer, lambda _event: True, "wait:answer")
+
+    def may_answer(self, event: Event, conversation: str, again: bool) -> bool:
+        """Could ``event`` answer a wait? False, without a coroutine or a read, for the
+        plain message in a conversation that waits for nothing (this process's store) —
+        every event asks, so this is on the pipeline's hot path."""
+        kind = event.kind
+        if kind is Kind.MESSAGE:
+            return again or self.shared or conversation in self.board
+        return kind is Kind.CALLBACK or (kind is Kind.COMMAND and event.command == CANCEL)
 
     async def look(
         self, event: Event, conversation: str, route: Route | None, *, again: bool = False
