@@ -35,6 +35,9 @@ class InboxRow:
     attempts: int = 0
     retry_at: float | None = None
     error: str | None = None
+    #: Read with a shared store's lane: its conversation had an open wait then
+    #: (memory/waits.py). A hint that spares the pipeline a read per message.
+    waits_open: bool = False
 
 
 @dataclass(slots=True)

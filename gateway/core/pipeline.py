@@ -145,7 +145,7 @@ class Pipeline:
             waits = self.waits
             if (
                 not throttled
-                and waits.may_answer(event, row.conversation, again)
+                and waits.may_answer(row, again)
                 and await waits.look(event, row.conversation, found, again=again)
             ):
                 # It answers a wait: the wait's handler, behind the same access checks.

@@ -128,13 +128,16 @@ class Waits:
 
         return Route(answer, lambda _event: True, "wait:answer")
 
-    def may_answer(self, event: Event, conversation: str, again: bool) -> bool:
-        """Could ``event`` answer a wait? False, without a coroutine or a read, for the
-        plain message in a conversation that waits for nothing (this process's store) —
-        every event asks, so this is on the pipeline's hot path."""
+    def may_answer(self, row: InboxRow, again: bool) -> bool:
+        """Could ``row``'s event answer a wait? False, without a coroutine or a read, for
+        the plain message in a conversation that waits for nothing — every event asks, so
+        this is on the pipeline's hot path. A shared store's lane read says whether the
+        conversation had an open wait (``row.waits_open``): only the instance holding the
+        lane opens one there, and its own are on its board."""
+        event = row.event
         kind = event.kind
         if kind is Kind.MESSAGE:
-            return again or self.shared or conversation in self.board
+            return again or row.waits_open or row.conversation in self.board
         return kind is Kind.CALLBACK or (kind is Kind.COMMAND and event.command == CANCEL)
 
     async def look(
@@ -347,8 +350,7 @@ class Waits:
 
     def opened(self, wait: Wait) -> None:
         """A run suspended on ``wait`` (its transaction committed)."""
-        if not self.shared:
-            self.board.opened(wait)
+        self.board.opened(wait)
         metrics.WAITS.labels(wait.kind, "opened").inc()
         if wait.kind == "approval":
             tool = str(wait.detail.get("tool", ""))

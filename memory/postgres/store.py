@@ -33,7 +33,7 @@ from tether.memory.postgres.locks import AdvisoryLocks
 from tether.memory.postgres.schema import migrate
 from tether.memory.records import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
 from tether.memory.sql import statements as sql
-from tether.memory.sql.rows import OUTBOX_COLUMNS, Row, outbox_row
+from tether.memory.sql.rows import INBOX_COLUMNS, OUTBOX_COLUMNS, Row, inbox_row, outbox_row
 from tether.memory.sql.statements import BEGIN, FINISH, OUTBOX, Statement, numbered
 from tether.memory.sql.store import SqlStore
 from tether.memory.store import WritesFailing
@@ -71,6 +71,14 @@ async def _keep_session(_connection: asyncpg.Connection) -> None:
     no advisory lock (lane locks live on their own connection), cursor, LISTEN or SET.
     asyncpg still rolls back a transaction left open (a cancelled write) before this runs.
     """
+
+
+#: A lane's rows, each with whether the conversation has an open wait.
+_LANE_AND_WAITS = (
+    f"SELECT {INBOX_COLUMNS}, EXISTS (SELECT 1 FROM waits WHERE status = 'open'"
+    f" AND conversation = ?) FROM inbox WHERE {sql.IS_UNFINISHED} AND conversation = ?"
+    " ORDER BY seq"
+)
 
 
 class PostgresStore(SqlStore):
@@ -156,6 +164,17 @@ class PostgresStore(SqlStore):
 
     async def _rows(self, text: str, params: Sequence[Any] = ()) -> list[Row]:
         return list(await self.pool.fetch(numbered(text), *params))
+
+    async def lane(self, conversation: str) -> list[InboxRow]:
+        # With each row, whether the conversation has an open wait (gateway/core/waits.py):
+        # read with the lane, under its lock, so that a message is not a read of its own.
+        rows = await self._rows(_LANE_AND_WAITS, (conversation, conversation))
+        found = []
+        for row in rows:
+            inbox = inbox_row(row[:-1])
+            inbox.waits_open = bool(row[-1])
+            found.append(inbox)
+        return found
 
     async def _commit(self, phase: int, *statements: Statement) -> None:
         """One transaction. Statements of one text run as one ``executemany``, as SQLite's
