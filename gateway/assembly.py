@@ -33,6 +33,7 @@ from tether.gateway.handler.routing import Router
 from tether.gateway.llm.client import LLM
 from tether.gateway.ops.alerts import Accept, Alerts, Reading
 from tether.gateway.ops.watchdog import Watchdog
+from tether.gateway.tools import approvals
 from tether.memory.store import Store
 from tether.scheduler.jobs import Job, check_targets, load_jobs
 
@@ -75,6 +76,7 @@ def assemble(
     jobs = load_jobs(settings)
     if platforms is not None:
         check_targets(jobs, platforms)
+        approvals.check_target(settings, platforms)
     return Parts(
         settings=settings,
         access=access,

@@ -29,6 +29,7 @@ from tether.gateway.ops import logs, runtime
 from tether.gateway.ops.runtime import settle_heap
 from tether.gateway.reload import RELOADED, request_reload
 from tether.gateway.serve import serve
+from tether.gateway.tools import approvals
 from tether.redaction import redactor
 from tether.scheduler.jobs import check_targets, load_jobs
 
@@ -209,6 +210,7 @@ def _check(settings: Settings, args: argparse.Namespace) -> int:
         check_targets(load_jobs(settings), adapters)  # targets are enabled
     except JobError as exc:
         raise GatewayError(str(exc)) from None
+    approvals.check_target(settings, adapters)  # where the approval cards go
     for name, server in settings.mcp.servers.items():
         problem = missing_program(server)
         if problem:

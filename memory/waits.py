@@ -160,6 +160,40 @@ def _values(wait: Wait, now: float) -> tuple[Any, ...]:
             w.created or now, w.resolved)  # fmt: skip
 
 
+class Board:
+    """Open waits by conversation, as one process knows them: all of them for a store it
+    owns (SQLite, in memory); its own and those its lane reads found, for a shared one.
+    What ``gateway/core/waits.py`` asks for every message, so a dict, not a read."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, dict[str, Wait]] = {}
+
+    def opened(self, wait: Wait) -> None:
+        self._open.setdefault(wait.conversation, {})[wait.id] = wait
+
+    def closed(self, wait: Wait) -> None:
+        waits = self._open.get(wait.conversation)
+        if waits is not None:
+            waits.pop(wait.id, None)
+            if not waits:
+                del self._open[wait.conversation]
+
+    def of(self, conversation: str) -> list[Wait]:
+        return list(self._open.get(conversation, {}).values())
+
+    def replace(self, conversation: str, waits: list[Wait]) -> None:
+        if waits:
+            self._open[conversation] = {w.id: w for w in waits}
+        else:
+            self._open.pop(conversation, None)
+
+    def __len__(self) -> int:
+        return sum(len(waits) for waits in self._open.values())
+
+    def __contains__(self, conversation: object) -> bool:
+        return conversation in self._open
+
+
 class WaitStore(Protocol):
     """Suspended turns and what they wait for (:mod:`tether.memory.waits`)."""
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.counter import Counter
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.feishu_api import FakeFeishu
 from tests.fakes.telegram_api import FakeTelegram
@@ -155,3 +156,15 @@ def fake(telegram: FakeTelegram) -> FakeTelegram:
     """The Bot API by the name Telegram's test modules use; a module of another platform
     names its own fake ``fake`` (an alias of that platform's fixture)."""
     return telegram
+
+
+@pytest.fixture
+async def counter() -> AsyncIterator[Counter]:
+    """The fake HTTP counter a tool's side effect hits (tests/fakes/counter.py): the
+    proof of how many times it ran."""
+    service = Counter()
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.close()

@@ -40,7 +40,7 @@ from tether.gateway.handler.asking import Answer, parse_press
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Route
 from tether.memory.records import InboxRow
-from tether.memory.waits import EXPIRY, Wait, WaitStatus, WaitStore
+from tether.memory.waits import EXPIRY, Board, Wait, WaitStatus, WaitStore
 
 log = structlog.get_logger("tether.waits")
 
@@ -62,38 +62,6 @@ Decider = Callable[[Wait, Event], Awaitable[bool]]
 #: What an approval press records: ``(answer, notice)`` — the decision, and what the card's
 #: chat is told (``Approved by NAME``).
 Decision = Callable[[Wait, Event, str], tuple[dict[str, Any], str] | None]
-
-
-class Board:
-    """Open waits by conversation, for a store this process owns (SQLite, in memory)."""
-
-    def __init__(self) -> None:
-        self._open: dict[str, dict[str, Wait]] = {}
-
-    def opened(self, wait: Wait) -> None:
-        self._open.setdefault(wait.conversation, {})[wait.id] = wait
-
-    def closed(self, wait: Wait) -> None:
-        waits = self._open.get(wait.conversation)
-        if waits is not None:
-            waits.pop(wait.id, None)
-            if not waits:
-                del self._open[wait.conversation]
-
-    def of(self, conversation: str) -> list[Wait]:
-        return list(self._open.get(conversation, {}).values())
-
-    def replace(self, conversation: str, waits: list[Wait]) -> None:
-        if waits:
-            self._open[conversation] = {w.id: w for w in waits}
-        else:
-            self._open.pop(conversation, None)
-
-    def __len__(self) -> int:
-        return sum(len(waits) for waits in self._open.values())
-
-    def __contains__(self, conversation: object) -> bool:
-        return conversation in self._open
 
 
 class Waits:

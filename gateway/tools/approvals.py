@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from tether import metrics
 from tether.buttons import Button
+from tether.config.schema import Settings
 from tether.config.tools import ApprovalsConfig
+from tether.errors import GatewayError
 from tether.events import Event, Target
 from tether.gateway.core.waits import Waits
 from tether.gateway.handler.asking import wait_for
@@ -148,6 +150,19 @@ async def _ask(ctx: Context, config: ApprovalsConfig, name: str, text: str, hash
         quote=False,
         same_question=False,
     )
+
+
+def check_target(settings: Settings, platforms: Collection[str]) -> None:
+    """``agent.tools.approvals.to`` must name an enabled platform, or every card would
+    fail at the send and the turn die: said at ``tether check``, start and reload."""
+    to = settings.agent.tools.approvals.to
+    platform = to.partition(":")[0]
+    if to != "chat" and platform not in platforms:
+        enabled = ", ".join(sorted(platforms)) or "none"
+        raise GatewayError(
+            f"agent.tools.approvals.to: {to!r}: platform {platform!r} is not enabled"
+            f" (enabled: {enabled})"
+        )
 
 
 # -- deciding: what a press on a card does (wired into Waits by the gateway) -----------

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +45,6 @@ def fake(model: FakeModel) -> FakeModel:
     """The shared fake (model, tests/fixtures.py), as this module uses it."""
     model.reply = reply
     return model
-
-
-@pytest.fixture
-async def counter() -> AsyncIterator[Counter]:
-    service = Counter()
-    await service.start()
-    try:
-        yield service
-    finally:
-        await service.close()
 
 
 def config(tmp_path: Path, fake: FakeModel) -> Path:

@@ -30,24 +30,16 @@ import pytest
 
 from tests.fakes.counter import Counter
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
+from tests.plugins.waits.approval_counter import CARD, FINAL, script
 from tests.support.config import db_rows, write_config
 from tests.support.processes import Handlers, control_socket, spawn_run, subprocess_env
-from tether.testing.model import Body, FakeModel, asks_for, tool_call
+from tether.testing.model import Body, FakeModel
 
 #: Every test here runs a real tether process; most kill it with SIGKILL.
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 ASKER, APPROVER, STRANGER = 42, 7, 8
 OPS = -100900
-FINAL = "Charged it."
-CARD = "Approval needed: the agent wants to run charge"
-
-
-def reply(body: Body) -> str | Body:
-    """Ask for one charge, then answer once its result (or its denial) is in."""
-    if any(m.get("role") == "tool" for m in body["messages"]):
-        return FINAL
-    return asks_for(tool_call("charge", {"amount": 500}, id="call-1"))
 
 
 def after_the_tool(body: Body) -> bool:
@@ -56,18 +48,8 @@ def after_the_tool(body: Body) -> bool:
 
 @pytest.fixture
 def fake(model: FakeModel) -> FakeModel:
-    model.reply = reply
+    model.reply = script
     return model
-
-
-@pytest.fixture
-async def counter() -> AsyncIterator[Counter]:
-    service = Counter()
-    await service.start()
-    try:
-        yield service
-    finally:
-        await service.close()
 
 
 class Tether:

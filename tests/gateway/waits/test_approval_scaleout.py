@@ -28,35 +28,17 @@ import yaml
 from tests.fakes.cluster import Instance, free_port
 from tests.fakes.counter import Counter
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
+from tests.plugins.waits.approval_counter import CARD, FINAL, script
 from tests.support.config import config_dict
 from tests.support.processes import ready
 from tests.support.telegram import SECRET, WEBHOOK_PATH
 from tether.adapters.telegram.ingress import SECRET_HEADER
-from tether.testing.model import Body, FakeModel, asks_for, tool_call
+from tether.testing.model import FakeModel
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 ASKER, APPROVER = 42, 7
 OPS = -100900
-FINAL = "Charged it."
-CARD = "Approval needed: the agent wants to run charge"
-
-
-def reply(body: Body) -> str | Body:
-    """Ask for one charge, then answer once its result is in."""
-    if any(m.get("role") == "tool" for m in body["messages"]):
-        return FINAL
-    return asks_for(tool_call("charge", {"amount": 500}, id="call-1"))
-
-
-@pytest.fixture
-async def counter() -> AsyncIterator[Counter]:
-    service = Counter()
-    await service.start()
-    try:
-        yield service
-    finally:
-        await service.close()
 
 
 @pytest.fixture
@@ -70,7 +52,7 @@ async def pair(
 ) -> AsyncIterator[list[Instance]]:
     """Two ``tether run`` instances on one PostgreSQL schema, ready (a test stops them
     with :func:`stop` before its last checks)."""
-    model.reply = reply
+    model.reply = script
     instances = []
     for index in range(2):
         home = tmp_path / f"instance{index}"

@@ -347,3 +347,19 @@ async def test_the_event_page_shows_a_turns_waits_and_who_ended_them(
         _, body, _ = await get("/ui/events", status="waiting")
         assert made.waits["/d"].event_key in html.unescape(body)
         assert approved.event_key not in html.unescape(body)
+
+
+def test_check_refuses_approval_cards_to_a_platform_that_is_not_enabled(tmp_path: Path) -> None:
+    config = write_config(tmp_path, agent={"tools": {"approvals": {"to": "telegram:-100123"}}})
+    done = subprocess.run(
+        [TETHER, "check", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=subprocess_env(),
+    )
+    assert done.returncode == 1
+    assert "agent.tools.approvals.to: 'telegram:-100123': platform 'telegram' is not enabled" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr

@@ -14,12 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import aiohttp
 
 from tether import Context, Router
+from tether.testing import asks_for, tool_call
 
 router = Router("approval-counter")
+
+#: What the tests' model says once the call's result (or its denial) is in, and how the
+#: card begins.
+FINAL = "Charged it."
+CARD = "Approval needed: the agent wants to run charge"
+
+
+def script(body: dict[str, Any]) -> str | dict[str, Any]:
+    """The tests' model: ask for one charge, then answer once its result is in."""
+    if any(m.get("role") == "tool" for m in body["messages"]):
+        return FINAL
+    return asks_for(tool_call("charge", {"amount": 500}, id="call-1"))
 
 
 @router.tool(approval=True)
