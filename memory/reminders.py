@@ -11,6 +11,10 @@ position — so a turn that runs again after a crash adds the same row, which th
 ignores: one reminder, however many runs. Rows are never deleted: ``done`` (a one-off
 that fired) and ``cancelled`` ones stay for the record.
 
+A reminder either posts its ``text`` or, with ``prompt``, gives it to the agent as one
+turn in its ``conversation`` (its memory, its lane). Rows from before prompts were kept
+read as text reminders (the column defaults to 0).
+
 When it fires is the scheduler's business (:mod:`tether.scheduler.reminders`): this
 module only keeps the rows.
 """
@@ -50,14 +54,17 @@ class Reminder:
     #: Who made it, ``platform:user`` ("" for a fire of a job, or a row from before
     #: senders were kept): it counts against that person's cap, and they may cancel it.
     sender: str = ""
+    #: ``text`` is a prompt for the agent, run as one turn in ``conversation`` when it
+    #: fires, instead of a text posted as it is.
+    prompt: bool = False
 
 
 COLUMNS = (
     "id, conversation, target, text, cron, at, timezone, status, event_key, created, updated,"
-    " sender"
+    " sender, prompt"
 )
 ADD = (
-    f"INSERT INTO reminders ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO reminders ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (id) DO NOTHING"
 )
 ONE = f"SELECT {COLUMNS} FROM reminders WHERE id = ?"
@@ -86,13 +93,14 @@ def _reminder(row: Sequence[Any]) -> Reminder:
         created=float(row[9]),
         updated=float(row[10]),
         sender=str(row[11] or ""),
+        prompt=bool(row[12]),
     )
 
 
 def _values(reminder: Reminder) -> tuple[Any, ...]:
     r = reminder
     return (r.id, r.conversation, r.target, r.text, r.cron, r.at, r.timezone, r.status,
-            r.event_key, r.created, r.updated, r.sender)  # fmt: skip
+            r.event_key, r.created, r.updated, r.sender, int(r.prompt))  # fmt: skip
 
 
 def _select(

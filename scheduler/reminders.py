@@ -2,7 +2,7 @@
 
 The ``schedule`` tool (:mod:`tether.gateway.tools.reminders`) stores a
 :class:`~tether.memory.reminders.Reminder`; :class:`Reminders` turns the active ones
-into :class:`~tether.scheduler.jobs.Job` values and runs them on a
+into :class:`~tether.scheduler.jobs.Job` values (:mod:`.reminder_jobs`) and runs them on a
 :class:`~tether.scheduler.runner.Scheduler` of their own. So a reminder gets exactly
 what a YAML job gets: each fire is ``cron:{id}:{scheduled time}`` through the same
 ledger cursors and the same inbox ``accept`` (a restart or a second instance cannot
@@ -15,9 +15,12 @@ the fire runs through the pipeline as a ``Kind.CRON`` event.
   marked ``done``.
 - A **recurring** job keeps its crontab line and time zone.
 - What a fire does (``fire_reminder`` in ``gateway/agent/cron.py``): it posts the
-  reminder's text into the chat that made it, unless the reminder was cancelled
-  meanwhile (``tether jobs cancel`` beside a running gateway): then it posts nothing
-  (``reminder.skipped``).
+  reminder's text into the chat that made it, or, for a **prompt**, runs one agent turn
+  with it in the conversation that made it; unless the reminder was cancelled
+  meanwhile (``tether jobs cancel`` beside a running gateway): then it does nothing
+  (``reminder.skipped``). A prompt's fire event carries its maker (``as_maker``),
+  so that its ``Event.session()`` — its memory and lane — is that conversation, a
+  group's per-user session included.
 - The ledger starts at the reminder's creation (:meth:`Reminders.add` writes the
   ``decided`` cursor first), so a gateway killed right after the reminder was made
   still fires it after a restart, within grace.
@@ -35,7 +38,8 @@ the fire runs through the pipeline as a ``Kind.CRON`` event.
   every path safe: nothing decided is decided again.
 
 Logs: ``reminder.added``, ``reminder.refused``, ``reminder.cancelled``, ``reminder.done``,
-``reminder.missed``, ``reminder.skipped``; fires log ``cron.fired`` like any job.
+``reminder.missed``, ``reminder.skipped``, ``reminder.prompted``; fires log ``cron.fired``
+like any job.
 """
 
 from __future__ import annotations
@@ -44,37 +48,33 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import structlog
 
-from tether.config.jobs import JobConfig
 from tether.config.tools import RemindersConfig
-from tether.cron import Schedule, parse_time, stamp
-from tether.events import Event, Target
+from tether.cron import parse_time, stamp
 from tether.memory.reminders import Reminder, ReminderStatus
 from tether.memory.roles import InboxStore, ReminderStore
 from tether.scheduler.bounds import check_caps
-from tether.scheduler.jobs import Job, decided_cursor, last_cursor, now_utc
+from tether.scheduler.jobs import decided_cursor, last_cursor, now_utc
+
+# What a reminder's job is lives in reminder_jobs; named here too for their importers.
+from tether.scheduler.reminder_jobs import FIRE as FIRE
+from tether.scheduler.reminder_jobs import MARK as MARK
+from tether.scheduler.reminder_jobs import ONE_OFF_GRACE, ReminderJob
+from tether.scheduler.reminder_jobs import describe as describe
+from tether.scheduler.reminder_jobs import one_off_cron as one_off_cron
+from tether.scheduler.reminder_jobs import to_job as to_job
 from tether.scheduler.runner import Clock, Intake, Scheduler
 
 log = structlog.get_logger("tether.reminders")
 
-#: The ``handler`` of every reminder's job: the name by which the cron router
-#: (``gateway/agent/cron.py``) knows a reminder's fire. A name, never imported: fires
-#: queued by earlier versions carry it in their stored events.
-FIRE = "tether.scheduler.reminders:fire"
 #: Every reminder's id starts with this (``tether jobs list`` marks them).
 PREFIX = "r-"
 #: A one-off at most this far ahead (its crontab line has no year).
 MAX_AHEAD = timedelta(days=365)
-#: How late a missed fire still runs: a reminder is worth more late than never.
-ONE_OFF_GRACE = timedelta(hours=12)
-RECURRING_GRACE = timedelta(hours=1)
-#: Shown before the text in the chat.
-MARK = "⏰ "
 
 
 class Store(InboxStore, ReminderStore, Protocol):
@@ -86,70 +86,6 @@ def reminder_id(event_key: str, position: str) -> str:
     the same on every run of that turn, so a re-run adds nothing new."""
     digest = hashlib.sha256(f"{event_key}\x00{position}".encode()).hexdigest()
     return PREFIX + digest[:16]
-
-
-def one_off_cron(at: datetime) -> str:
-    """The crontab line (seconds first, UTC) that matches ``at`` once a year."""
-    at = at.astimezone(UTC)
-    return f"{at.second} {at.minute} {at.hour} {at.day} {at.month} *"
-
-
-@dataclass(frozen=True, slots=True)
-class ReminderJob(Job):
-    """A :class:`Job` whose fire event carries the reminder's text."""
-
-    text: str = ""
-
-    def event(self, scheduled: datetime, *, manual: str | None = None) -> Event:
-        base = Job.event(self, scheduled, manual=manual)
-        return base.model_copy(
-            update={"text": self.text, "meta": {**base.meta, "reminder": self.id}}
-        )
-
-
-def to_job(reminder: Reminder) -> ReminderJob:
-    """The job that fires ``reminder`` (a ValueError for a row no schedule can read)."""
-    if reminder.cron is not None:
-        cron, timezone, grace = reminder.cron, reminder.timezone, RECURRING_GRACE
-    elif reminder.at is not None:
-        cron, timezone, grace = one_off_cron(parse_time(reminder.at)), "UTC", ONE_OFF_GRACE
-    else:
-        raise ValueError(f"reminder {reminder.id}: neither cron nor at")
-    config = JobConfig(
-        id=reminder.id,
-        cron=cron,
-        timezone=timezone,
-        deliver=[reminder.target],
-        handler=FIRE,
-        catch_up="latest",
-        grace=grace.total_seconds(),
-        overlap="queue",
-    )
-    return ReminderJob(
-        id=reminder.id,
-        config=config,
-        schedule=Schedule.parse(cron, timezone),
-        targets=(Target.parse(reminder.target),),
-        text=reminder.text,
-    )
-
-
-def describe(reminder: Reminder, now: datetime | None = None) -> str:
-    """One line for a person: id, when, text, and the next time it fires."""
-    if reminder.cron is not None:
-        when = f"cron {reminder.cron!r} ({reminder.timezone})"
-    else:
-        when = f"once at {reminder.at}"
-    upcoming = next_fire(reminder, now or now_utc()) if reminder.cron is not None else None
-    after = f", next {stamp(upcoming)}" if upcoming and reminder.status == "active" else ""
-    return f"{reminder.id}: {when}{after}: {reminder.text}"
-
-
-def next_fire(reminder: Reminder, now: datetime) -> datetime | None:
-    try:
-        return to_job(reminder).schedule.next_after(now)
-    except ValueError:
-        return None
 
 
 class Reminders:
@@ -293,6 +229,7 @@ class Reminders:
                         reminder=stored.id,
                         conversation=stored.conversation,
                         sender=stored.sender,
+                        prompt=stored.prompt,
                         cron=stored.cron,
                         at=stored.at,
                     )
@@ -359,11 +296,13 @@ def new_reminder(
     event_key: str,
     created: float | None = None,
     sender: str = "",
+    prompt: bool = False,
 ) -> Reminder:
     """A new active reminder; ``created`` (epoch seconds, default now) starts its ledger."""
     now = time.time() if created is None else created
     return Reminder(
         sender=sender,
+        prompt=prompt,
         id=reminder_id,
         conversation=conversation,
         target=target,

@@ -4,9 +4,10 @@
 - ``handler``: call ``module:function`` with the :class:`Context` (``ctx.reply`` answers
   in the first target; ``ctx.event.meta["deliver"]`` lists them all);
 - ``reflect``: the built-in reflection run (:mod:`tether.gateway.agent.reflection`);
-- a reminder made in chat (its handler is :data:`~tether.scheduler.reminders.FIRE`):
-  its text posted where it was made, unless it was cancelled meanwhile
-  (``reminder.skipped``); a one-off is then marked done;
+- a reminder made in chat (its handler is :data:`~tether.scheduler.reminder_jobs.FIRE`):
+  its text posted where it was made, or for a prompt (``meta["prompt"]``) one agent turn
+  routed as ``prompt`` below, in the conversation that made it (``reminder.prompted``);
+  unless it was cancelled meanwhile (``reminder.skipped``); a one-off is then marked done;
 - ``prompt``: route the fire exactly as a user message with that text, in the first
   target's chat, would be routed — plugins' text handlers, then the built-in agent
   (``echo`` today, ``llm`` when configured). The agent sees that conversation's memory
@@ -28,7 +29,7 @@ from tether.gateway.handler.context import Context
 from tether.gateway.handler.plugins import import_handler
 from tether.gateway.handler.routing import Router, call
 from tether.memory.roles import ReminderStore
-from tether.scheduler.reminders import FIRE, MARK
+from tether.scheduler.reminder_jobs import FIRE, MARK
 
 ROUTER_NAME = "cron"
 
@@ -54,7 +55,7 @@ def cron_router(routes: Router, reminders: ReminderStore | None = None) -> Route
             for target in targets:
                 await ctx.send(target, ctx.event.text)
         elif action == "handler" and meta.get("handler") == FIRE:
-            await fire_reminder(ctx, reminders)
+            await fire_reminder(ctx, reminders, routes)
         elif action == "handler":
             try:
                 handler = import_handler(str(meta.get("handler")))
@@ -87,17 +88,27 @@ async def _prompt(ctx: Context, routes: Router, targets: list[Target]) -> None:
                 await ctx.send(other, message.text, format=message.format)
 
 
-async def fire_reminder(ctx: Context, reminders: ReminderStore | None) -> None:
-    """A reminder's fire: post its text in its chat, unless it was cancelled meanwhile;
-    a one-off is then done."""
+async def fire_reminder(
+    ctx: Context, reminders: ReminderStore | None, routes: Router | None = None
+) -> None:
+    """A reminder's fire: post its text in its chat, or give a prompt to the agent as
+    one turn (in ``ctx.conversation``, the one that made it: the fire event carries its
+    maker, :func:`~tether.scheduler.reminder_jobs.as_maker`), unless it was cancelled
+    meanwhile; a one-off is then done. The turn's model calls are memoized steps of
+    this event, so a re-run after a crash asks nothing twice."""
     meta = ctx.event.meta
     reminder_id = str(meta.get("reminder") or meta.get("job"))
     found = await reminders.reminder(reminder_id) if reminders is not None else None
     if found is not None and found.status == "cancelled":
         ctx.log.info("reminder.skipped", reminder=reminder_id, reason="cancelled")
         return
-    for spec in meta.get("deliver", []):
-        await ctx.send(spec, MARK + ctx.event.text)
+    targets = [Target.parse(spec) for spec in meta.get("deliver", [])]
+    if meta.get("prompt") and routes is not None:
+        ctx.log.info("reminder.prompted", reminder=reminder_id, conversation=ctx.conversation)
+        await _prompt(ctx, routes, targets)
+    else:
+        for target in targets:
+            await ctx.send(target, MARK + ctx.event.text)
     if (
         reminders is not None
         and found is not None

@@ -19,6 +19,15 @@ Who may cancel from chat: the person who made the reminder, and the bot's admins
 reminder that posts into the chat they are talking in. ``list_schedules`` shows the
 chat's reminders, naming the maker of those someone else made.
 
+A reminder's ``text`` is posted as it is, or with ``prompt: true`` it is a prompt for
+the agent: at its time it runs as one agent turn in the conversation that made it, with
+its memory (``fire_reminder`` in ``gateway/agent/cron.py``), and the agent's answer is
+what the chat gets. (A flag rather than a second text argument: the schema stays small,
+since every request that offers the tool pays for it, and ``text`` stays required.) In
+that turn the tools act for the reminder's maker (:func:`sender_of`, :func:`as_person`),
+not for the cron fire the event is: a prompt made by someone who is not an admin cannot
+cancel others'.
+
 Times the model may give ``schedule``: ``at`` as ISO-8601 (``2026-12-01T09:00``, in
 ``timezone`` when it has no offset) or relative (``+10m``, ``+2h``, ``+1d``, ``+1h30m``);
 ``cron`` as a crontab line (5 fields, 6 with seconds first, or ``@daily``) read in
@@ -37,7 +46,7 @@ from typing import TYPE_CHECKING
 from tether.config.tools import RemindersConfig, ToolsConfig
 from tether.cron import Schedule, stamp, zone
 from tether.errors import ToolError
-from tether.events import Event
+from tether.events import Event, Kind
 from tether.gateway.builtin.access import Access, Patterns
 from tether.gateway.handler.context import turn_of
 from tether.gateway.handler.python_tool import python_tool
@@ -46,13 +55,8 @@ from tether.keys import TRUSTED_PLATFORMS, sender_name
 from tether.memory.operator import PairingStore
 from tether.memory.reminders import Reminder
 from tether.scheduler.bounds import Refused, shortest_gap
-from tether.scheduler.reminders import (
-    MAX_AHEAD,
-    Reminders,
-    describe,
-    new_reminder,
-    reminder_id,
-)
+from tether.scheduler.reminder_jobs import describe, what
+from tether.scheduler.reminders import MAX_AHEAD, Reminders, new_reminder, reminder_id
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -120,7 +124,7 @@ class ReminderTools:
     async def _is_admin(self, ctx: Context) -> bool:
         if not ctx.llm.configured:
             return False
-        access, event = ctx.llm.settings.access, ctx.event
+        access, event = ctx.llm.settings.access, as_person(ctx.event)
         if self._pairings is None:  # built without a store: the configured admins only
             return event.platform in TRUSTED_PLATFORMS or Patterns(access.admins).match(event)
         return await Access(access, self._pairings).is_admin(event)
@@ -135,23 +139,25 @@ class ReminderTools:
             at: str | None = None,
             cron: str | None = None,
             timezone: str | None = None,
+            prompt: bool = False,
         ) -> str:
             """Schedule a reminder in this chat: once (``at``) or recurring (``cron``).
 
-            When it fires, the text is posted in this chat. Use it when the person asks
-            to be reminded of something or for a recurring message ("every weekday at
-            9"). Give exactly one of at or cron.
+            (Only the line above and the arguments below reach the model: every word
+            here is paid for in every request that offers the tool.)
 
             Args:
                 text: What to post when it fires, e.g. "Send the weekly report".
-                at: For a one-off: ISO-8601 time like 2026-12-01T09:00 (read in timezone
-                    when it has no offset) or relative like +10m, +2h, +1d.
-                cron: For a recurring one: a crontab line, minute hour day month weekday
-                    (e.g. "0 9 * * 1-5" is every weekday at 9:00), or @daily.
+                at: A one-off: ISO-8601 like 2026-12-01T09:00 (in timezone if it has no
+                    offset) or relative like +10m, +2h, +1d.
+                cron: Recurring: a crontab line, minute hour day month weekday (e.g.
+                    "0 9 * * 1-5" is weekdays at 9:00), or @daily.
                 timezone: IANA time zone like Europe/Berlin for at and cron; default UTC.
+                prompt: true: text is a prompt you answer when it fires, with this
+                    chat's memory; your answer is posted.
             """
             limits = tools._settings(ctx).reminders
-            return await _schedule(reminders, ctx, text, at, cron, timezone, limits)
+            return await _schedule(reminders, ctx, text, at, cron, timezone, limits, prompt)
 
         async def list_schedules(ctx: Context) -> str:
             """List the reminders and recurring jobs scheduled in this chat, with ids."""
@@ -165,11 +171,10 @@ class ReminderTools:
             )
 
         async def cancel_schedule(ctx: Context, id: str) -> str:
-            """Cancel a reminder or recurring job of this chat: one the person made, or
-            anyone's when the person is one of the bot's admins.
+            """Cancel a reminder of this chat: one the person made (an admin: any).
 
             Args:
-                id: Its id, as list_schedules or schedule showed it (r-...).
+                id: Its id (r-...), as list_schedules or schedule showed it.
             """
             found = await reminders.store.reminder(id.strip())
             chat = ctx.event.conversation.target().key
@@ -184,7 +189,7 @@ class ReminderTools:
             if cancelled is None:  # cancelled meanwhile (the CLI, another turn)
                 raise ToolError(f"no active schedule {id!r} in this chat (see list_schedules)")
             ctx.log.info("reminder.cancelled_by", reminder=found.id, sender=sender_of(ctx.event))
-            return f"cancelled {cancelled.id}: {cancelled.text}"
+            return f"cancelled {cancelled.id}: {what(cancelled)}"
 
         return [
             _builtin(python_tool(schedule, idempotent=True)),
@@ -198,8 +203,23 @@ def _builtin(tool: Tool) -> Tool:
 
 
 def sender_of(event: Event) -> str:
-    """Who made a reminder, as kept on it: ``platform:user`` ("" without a sender)."""
+    """Who made a reminder, as kept on it: ``platform:user`` ("" without a sender); in a
+    prompt reminder's turn, its maker."""
+    if _prompted(event):
+        return str(event.meta["sender"])
     return sender_name(event) if event.sender is not None else ""
+
+
+def as_person(event: Event) -> Event:
+    """``event`` as its person's own: a prompt reminder's fire is on the trusted ``cron``
+    platform, but its turn may do only what the reminder's maker may."""
+    if not _prompted(event):
+        return event
+    return event.model_copy(update={"platform": str(event.meta["sender"]).partition(":")[0]})
+
+
+def _prompted(event: Event) -> bool:
+    return event.kind is Kind.CRON and bool(event.meta.get("prompt") and event.meta.get("sender"))
 
 
 def _made_by(reminder: Reminder, sender: str, ctx: Context) -> bool:
@@ -221,11 +241,13 @@ async def _schedule(
     cron: str | None,
     timezone: str | None,
     limits: RemindersConfig | None = None,
+    prompt: bool = False,
 ) -> str:
     limits = limits or RemindersConfig()
     text = text.strip()
     if not text:
-        raise ToolError("text is empty: say what to post when it fires")
+        wanted = "the prompt you will be given" if prompt else "what to post"
+        raise ToolError(f"text is empty: say {wanted} when it fires")
     if len(text) > MAX_TEXT:
         raise ToolError(f"text is {len(text)} characters; at most {MAX_TEXT}")
     if (at is None or not at.strip()) == (cron is None or not cron.strip()):
@@ -255,9 +277,8 @@ async def _schedule(
                 f" fire at most every {limits.min_interval:g}s"
                 " (agent.tools.reminders.min_interval): use a slower schedule"
             )
-    position = turn_of(ctx).tool_step or "call:" + json.dumps(
-        [text, at, cron, timezone], ensure_ascii=False
-    )
+    called = [text, at, cron, timezone] + ([True] if prompt else [])
+    position = turn_of(ctx).tool_step or "call:" + json.dumps(called, ensure_ascii=False)
     made = new_reminder(
         reminder_id=reminder_id(ctx.event.key, str(position)),
         conversation=ctx.conversation,
@@ -269,6 +290,7 @@ async def _schedule(
         event_key=ctx.event.key,
         created=now.timestamp(),
         sender=sender_of(ctx.event),
+        prompt=bool(prompt),
     )
     try:
         stored = await reminders.add(made, limits)

@@ -255,6 +255,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX waits_kind ON waits(kind, created);
     CREATE INDEX waits_ended_by ON waits(answered_by);
     """,
+    # a reminder made from chat may be a prompt for the agent instead of a text to post
+    # (memory/reminders.py); the rows before it are text reminders
+    """
+    ALTER TABLE reminders ADD COLUMN prompt INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 

@@ -714,6 +714,19 @@ async def test_reminders_are_added_once_listed_by_owner_and_finished_once(store:
     assert [(r.id, r.status) for r in kept] == [("r-1", "active"), ("r-2", "done")]
 
 
+async def test_a_prompt_reminder_is_kept_as_one(store: Store) -> None:
+    """``Reminder.prompt`` round-trips; a reminder made without it is a text reminder."""
+    made = await store.add_reminder(reminder("r-p", prompt=True, text="check the weather"))
+    assert made.prompt and made == reminder("r-p", prompt=True, text="check the weather")
+    assert (await store.reminder("r-p")) == made
+    plain = await store.add_reminder(reminder("r-t", created=200.0))
+    assert plain.prompt is False
+    assert [(r.id, r.prompt) for r in await store.reminders()] == [("r-p", True), ("r-t", False)]
+    assert await store.finish_reminder("r-p", "done")
+    [done, _] = await store.reminders(active=False)
+    assert (done.id, done.status, done.prompt) == ("r-p", "done", True)
+
+
 async def test_spent_console_tokens_are_spent_once_and_for_every_reader(store: Store) -> None:
     """RevocationStore: a logout or a used login form, for every instance and restart.
     Of many spends of one token at once, exactly one is the first; an expired one is
