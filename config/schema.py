@@ -48,7 +48,7 @@ from tether.config.platforms import (
     TelegramWebhookConfig,
 )
 from tether.config.section import Patterns, Section
-from tether.config.tools import DEFAULT_MAX_TOOL_ROUNDS, ToolsConfig
+from tether.config.tools import DEFAULT_MAX_TOOL_ROUNDS, TasksConfig, ToolsConfig
 from tether.files import in_pseudo_filesystem
 
 __all__ = [
@@ -102,6 +102,8 @@ class AgentConfig(Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     #: Which MCP tools (``server__tool`` patterns) this agent may call (config/mcp.py).
     mcp_tools: McpToolFilter = McpToolFilter()
+    #: Background tasks and sub-agents, and their bounds (config/tools.py).
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
 
 
 class MemoryConfig(Section):

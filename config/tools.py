@@ -1,6 +1,7 @@
 """``agent.tools``: which built-in tools the model may call, the bounds on reminders made
-from chat (``agent.tools.reminders``), the size of any tool call's arguments and result
-(``max_argument_bytes``, ``max_result_chars``), and ``agent.max_tool_rounds``.
+from chat (``agent.tools.reminders``) and on background tasks (``agent.tasks``), the size
+of any tool call's arguments and result (``max_argument_bytes``, ``max_result_chars``),
+and ``agent.max_tool_rounds``.
 
 Each built-in is switched on by default and off with ``false``; an unknown name is an
 error naming its key path (``agent.tools.remembr``), like every other typo. Tools from
@@ -74,6 +75,8 @@ class ToolsConfig(Section):
     list_schedules: bool = True
     #: ``cancel_schedule``: stop one of them.
     cancel_schedule: bool = True
+    #: ``start_task``: hand long work to a background task (bounded by ``agent.tasks``).
+    start_task: bool = True
     #: The caps and the fastest cadence of the reminders the three above make.
     reminders: RemindersConfig = RemindersConfig()
     #: Bytes of arguments one tool call may carry (every tool, not only the built-ins).
@@ -87,3 +90,33 @@ class ToolsConfig(Section):
     def enabled(self, name: str) -> bool:
         """Whether built-in ``name`` is on (a name this section does not know is off)."""
         return name in type(self).model_fields and getattr(self, name, None) is True
+
+
+class TasksConfig(Section):
+    """``agent.tasks``: background work an agent may start (gateway/tasks/), and its
+    bounds. A chat user must not be able to start unbounded work: every task counts
+    against ``per_conversation`` and ``per_gateway`` while it runs (the N+1th is refused
+    with a message saying so), spends at most ``token_budget`` tokens over all its model
+    calls, ends by its ``deadline`` (``expired``: never run late), and a task's
+    sub-agents go no deeper than ``max_depth``."""
+
+    #: ``false``: no ``start_task`` tool for the model, and ``ctx.spawn`` refuses.
+    enabled: bool = True
+    #: Tasks one conversation may have running at once.
+    per_conversation: int = Field(default=3, ge=1)
+    #: Tasks the whole gateway (all instances on one store) may have running at once.
+    #: Each running task holds one of ``pipeline.concurrency``'s lanes while it works.
+    per_gateway: int = Field(default=16, ge=1)
+    #: Sub-agents: a conversation's task is depth 1, a task it starts depth 2, …
+    max_depth: int = Field(default=2, ge=1, le=10)
+    #: Seconds a task may take when its starter does not say (the wall-clock deadline).
+    deadline: float = Field(default=3600.0, gt=0)
+    #: The longest deadline anyone may ask for (seconds; a day).
+    max_deadline: float = Field(default=86_400.0, gt=0)
+    #: Prompt + completion tokens one task may spend over all its model calls, instead of
+    #: ``memory.task_token_budget`` (which bounds one message's turn). ``null``: no cap.
+    token_budget: int | None = Field(default=200_000, ge=1)
+    #: The configured model (``llm.models`` name) tasks use; ``null``: the routed one.
+    model: str | None = None
+    #: Seconds between edits of a task's status message (its progress), at least.
+    progress_interval: float = Field(default=5.0, ge=0.5)

@@ -25,6 +25,7 @@ from tether import metrics
 from tether.adapters.base import Adapter
 from tether.config.schema import Settings
 from tether.errors import GatewayError, JobError
+from tether.gateway import assembly
 from tether.gateway.agent.rooms import Rooms
 from tether.gateway.assembly import Parts, assemble, build_adapters, build_watchdog, connected
 from tether.gateway.core.dispatcher import Dispatcher
@@ -39,6 +40,7 @@ from tether.gateway.ops.lockfile import StoreLock
 from tether.gateway.ops.runtime import running_loop
 from tether.gateway.ops.start_errors import encoding_error, listen_error, quietly, store_error
 from tether.gateway.reload import Reloader
+from tether.gateway.tasks import Tasks, TaskTools
 from tether.gateway.tools import approvals
 from tether.gateway.tools.toolbox import build_toolbox
 from tether.memory import tokens
@@ -110,10 +112,11 @@ class Gateway:
         self.reminders = (
             Reminders(self.store, interval=interval, clock=clock) if scheduler else None
         )
-        #: The tools the model may call (Python, built-in, MCP): gateway/tools/toolbox.py.
-        self.toolbox = build_toolbox(
-            settings, lambda: self.router, self.store, reminders=self.reminders
-        )
+        #: Background tasks and sub-agents (gateway/tasks/): ctx.spawn, start_task.
+        self.tasks = Tasks(self.store, lambda: self.settings)
+        #: The tools the model may call (Python, built-in, tasks, MCP): tools/toolbox.py.
+        more, routes = [TaskTools(self.tasks)], lambda: self.router
+        self.toolbox = build_toolbox(settings, routes, self.store, more, reminders=self.reminders)
         self.pipeline = Pipeline(
             self.store,
             self.router,
@@ -126,6 +129,7 @@ class Gateway:
             media_config=lambda: self.settings.media,  # a reload's, from its next event on
             waits=self.waits,
         )
+        self.pipeline.tasks = self.tasks
         self.dispatcher = Dispatcher(
             self.pipeline.run,
             concurrency=settings.pipeline.concurrency,
@@ -138,6 +142,7 @@ class Gateway:
         self.inbox = Inbox(
             self.store, self.dispatcher, settings.agent.group_sessions, parts.throttle
         )
+        self.tasks.accept = self.inbox.accept
         #: ``agents:``: each account's ingress is stamped with its agent, and agents in one
         #: group chat hear each other's replies (gateway/agent/rooms.py).
         self.rooms = Rooms(settings, self.inbox, self.adapters) if settings.agents else None
@@ -387,14 +392,5 @@ class Gateway:
         await self.outbox.flush(timeout)
 
     async def readiness(self) -> list[str]:
-        problems = []
-        try:
-            await self.store.ping()
-        except Exception as exc:
-            problems.append(f"store unreachable: {type(exc).__name__}: {exc}")
-        problems += [
-            f"{name} not connected" + (f": {a.problem}" if a.problem else "")
-            for name, a in self.adapters.items()
-            if not a.connected
-        ]
-        return problems + (self.watchdog.problems() if self.watchdog else [])
+        """``/readyz``: what keeps this gateway from serving (empty: ready)."""
+        return await assembly.readiness(self.store, self.adapters, self.watchdog)

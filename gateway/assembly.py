@@ -33,6 +33,8 @@ from tether.gateway.handler.routing import Router
 from tether.gateway.llm.client import LLM
 from tether.gateway.ops.alerts import Accept, Alerts, Reading
 from tether.gateway.ops.watchdog import Watchdog
+from tether.gateway.tasks.commands import task_commands
+from tether.gateway.tasks.run import task_router
 from tether.gateway.tools import approvals
 from tether.memory.store import Store
 from tether.scheduler.jobs import Job, check_targets, load_jobs
@@ -103,6 +105,8 @@ def load_router(
     for router in plugins:
         root.include(router)
     root.include(commands_router(settings, root, access.is_admin if access else None))
+    root.include(task_commands())  # /tasks, /cancel ID
+    root.include(task_router())  # task events: the agent at work (gateway/tasks/run.py)
     if settings.agent.handler == "llm":
         # The agent's prompt, tool loop, streaming and vision are imported for it only.
         from tether.gateway.agent.chat import llm_router
@@ -191,3 +195,21 @@ def build_watchdog(
         settings.pipeline.handler_timeout,
         readings=readings,
     )
+
+
+async def readiness(
+    store: Store, adapters: Mapping[str, Adapter], watchdog: Watchdog | None
+) -> list[str]:
+    """What keeps a gateway from serving (``/readyz``): a store that does not answer, a
+    platform not connected, a tripped watchdog check; empty when it is ready."""
+    problems = []
+    try:
+        await store.ping()
+    except Exception as exc:
+        problems.append(f"store unreachable: {type(exc).__name__}: {exc}")
+    problems += [
+        f"{name} not connected" + (f": {a.problem}" if a.problem else "")
+        for name, a in adapters.items()
+        if not a.connected
+    ]
+    return problems + (watchdog.problems() if watchdog else [])

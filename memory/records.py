@@ -142,6 +142,19 @@ class Window:
     more: bool
 
 
+TaskStatus = Literal["running", "done", "failed", "expired", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEnd:
+    """How a task event's checkpoint ends its task (:mod:`tether.memory.tasks`): applied
+    only to a task still running, so a cancel that came first stays."""
+
+    id: str
+    status: TaskStatus
+    result: str
+
+
 @dataclass(slots=True)
 class MemoryChanges:
     """What one event changes in its conversation's memory besides new turns.
@@ -167,10 +180,14 @@ class MemoryChanges:
     #: Facts and forgets of OTHER conversations, committed with this event (reflection
     #: learns about many conversations in one run, and must apply all of it or none).
     elsewhere: list[MemoryChanges] = field(default_factory=list)
+    #: The task this event ends (a task event's own checkpoint, :mod:`tether.memory.tasks`):
+    #: its status and result committed with the result's outbox row.
+    task: TaskEnd | None = None
 
     def __bool__(self) -> bool:
         return bool(
-            self.state
+            self.task
+            or self.state
             or self.facts
             or self.forget
             or self.retire

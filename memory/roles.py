@@ -15,7 +15,8 @@ Roles, in the order an event meets them:
 - :class:`OutboxStore`: the replies a checkpoint wrote, until they are sent;
 - :class:`ConversationStore`: history, the context window, summary, facts and spend;
 - :class:`BlobStore`: the bytes of a reply's files, stored before its checkpoint;
-- :class:`ReminderStore`: reminders and recurring jobs made from chat.
+- :class:`ReminderStore`: reminders and recurring jobs made from chat;
+- :class:`TaskStore`: background tasks and sub-agents, and what became of each.
 
 The roles that serve the operator rather than an event (pairing, ``tether status``,
 the console) are in :mod:`tether.memory.operator`.
@@ -41,11 +42,13 @@ from tether.memory.records import (
     MemoryChanges,
     OutboxRow,
     OutboxStatus,
+    TaskStatus,
     Turn,
     Usage,
     Window,
 )
 from tether.memory.reminders import Reminder, ReminderStatus
+from tether.memory.tasks import Task
 from tether.memory.waits import WaitStore
 
 
@@ -330,10 +333,37 @@ class ReminderStore(Protocol):
         """Mark an active reminder ``done`` or ``cancelled``; False if it was not active."""
 
 
+class TaskStore(Protocol):
+    """Background tasks and sub-agents (:mod:`tether.memory.tasks`)."""
+
+    @abc.abstractmethod
+    async def add_task(self, task: Task) -> Task:
+        """Insert ``task`` unless its id exists; the stored row either way."""
+
+    @abc.abstractmethod
+    async def task(self, task_id: str) -> Task | None: ...
+
+    @abc.abstractmethod
+    async def tasks(self, parent: str | None = None, *, limit: int = 50) -> list[Task]:
+        """Newest first: of one parent (a conversation, or ``task:{id}``), or all."""
+
+    @abc.abstractmethod
+    async def open_tasks(self) -> list[Task]:
+        """The running ones, oldest first."""
+
+    @abc.abstractmethod
+    async def count_open_tasks(self, parent: str | None = None) -> int:
+        """How many are running: of one parent, or in all (the bounds, from an index)."""
+
+    @abc.abstractmethod
+    async def end_task(self, task_id: str, status: TaskStatus, result: str) -> bool:
+        """End a running task (a cancel); False if it had ended already."""
+
+
 # -- what one consumer sees when it needs more than one role ---------------------------
 
 
-class HandlerStore(StepStore, ConversationStore, WaitStore, OutboxStore, Protocol):
+class HandlerStore(StepStore, ConversationStore, WaitStore, OutboxStore, TaskStore, Protocol):
     """A handler's :class:`~tether.gateway.handler.context.Context`: its steps, its
     memory, and its waits with the replies earlier runs committed beside them."""
 

@@ -25,7 +25,8 @@ handler, the tool, the adapter or the config::
     ├── ConfigError                tether.yaml cannot be used; names the file and key path
     ├── JobError                   a jobs: entry that cannot run; names jobs[i]
     ├── ToolError                  a tool's result the model reads as a failure
-    │   └── ToolTimeout            the call was cancelled at its timeout: effect unknown
+    │   ├── ToolTimeout            the call was cancelled at its timeout: effect unknown
+    │   └── TaskRefused            ctx.spawn / start_task: past a bound (gateway/tasks/)
     ├── DownloadError              ctx.download: the platform will not give the file
     │   ├── TooLarge               over the cap the caller gave
     │   └── URLRefused             files=: a URL to a non-public address, not allowed, or too
@@ -128,6 +129,13 @@ class ToolTimeout(ToolError):
     """The call did not finish within its timeout and was cancelled. Whether its effect
     happened is unknown (it may have been cut off after doing its work), and the model is
     told so."""
+
+
+class TaskRefused(ToolError):
+    """A task was not started: it would pass one of ``agent.tasks``' bounds (tasks per
+    conversation or gateway, sub-agent depth, deadline), or names no configured agent.
+    The message says which, in words for the person; the model reads it as the
+    ``start_task`` result."""
 
 
 class DownloadError(Exception):

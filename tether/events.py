@@ -30,6 +30,8 @@ class Kind(StrEnum):
     CALLBACK = "callback"
     CRON = "cron"
     SYSTEM = "system"
+    #: A background task's own event (``task:{id}``): gateway/tasks/.
+    TASK = "task"
 
 
 ChatType = Literal["dm", "group", "channel"]

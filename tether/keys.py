@@ -12,7 +12,9 @@ key string on its own:
   a key returns the same message for it);
 - a room relay (an agent hearing another agent's reply) is the event
   ``room:{outbox key}:{listener}``;
-- a sender is ``{platform}:{sender id}``, the name access and the flood limit know them by.
+- a sender is ``{platform}:{sender id}``, the name access and the flood limit know them by;
+- a background task is the event ``task:{id}``, run in the lane (and with the memory) of
+  the conversation ``task:{id}`` (``task@{agent}:{id}`` when it runs as another agent).
 
 Outbox keys are parsed from the right: an event key may itself hold ``#`` (a room relay
 names an outbox key), the part after the event's key never does.
@@ -28,6 +30,8 @@ from tether.events import Event
 PREVIEW = "preview"
 DEAD = "dead"
 ROOM = "room:"
+#: The platform of every task event (gateway/tasks/).
+TASK_PLATFORM = "task"
 #: Platforms whose "senders" are the operator or the gateway itself (the terminal, the
 #: console's web chat, a cron fire): trusted by access, never flood-limited.
 TRUSTED_PLATFORMS = frozenset({"console", "cron", "web"})
@@ -116,6 +120,11 @@ def room_key(outbox: str, listener: str) -> str:
     return f"{ROOM}{outbox}:{listener}"
 
 
+def is_task(event: str) -> bool:
+    """Is this a background task's own event (started by an admitted turn, not a person)?"""
+    return event.startswith(f"{TASK_PLATFORM}:")
+
+
 def is_relay(event: str) -> bool:
     """Is this event another agent's reply relayed in a room (not a person's message)?"""
     return event.startswith(ROOM)
@@ -124,3 +133,8 @@ def is_relay(event: str) -> bool:
 def sender_name(event: Event) -> str:
     """``platform:sender id``, the name access and the flood limit know a sender by."""
     return f"{event.platform}:{event.sender.id}" if event.sender else event.platform
+
+
+def task_key(task_id: str) -> str:
+    """The key of task ``task_id``'s event (DESIGN §13)."""
+    return f"{TASK_PLATFORM}:{task_id}"

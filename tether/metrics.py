@@ -83,6 +83,11 @@ APPROVALS = Counter(
     " someone who may not approve)",
     ["tool", "outcome"],
 )
+TASKS = Counter(
+    "tether_tasks_total",
+    "Background tasks by transition: started, resumed, refused, done, failed, expired, cancelled",
+    ["transition"],
+)
 PRESS_ACKS = Counter(
     "tether_button_acks_total",
     "Button presses acknowledged to the platform, by outcome",

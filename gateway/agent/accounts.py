@@ -37,7 +37,7 @@ from tether.gateway.core.inbox import Inbox
 from tether.gateway.handler.context import turn_of, use_llm
 from tether.gateway.handler.routing import Middleware, Route, Router
 from tether.gateway.llm.client import LLM, Completion
-from tether.keys import is_relay
+from tether.keys import is_relay, is_task
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -84,6 +84,7 @@ def agent_settings(settings: Settings, spec: AgentSpec) -> Settings:
         group_sessions=spec.group_sessions,
         on_edit=spec.on_edit,
         mcp_tools=spec.mcp_tools,
+        tasks=settings.agent.tasks,
     )
     update: dict[str, Any] = {"agent": agent, "agents": []}
     budgets = {
@@ -297,7 +298,7 @@ def _agent_router(name: str, spec: AgentSpec, router: Router) -> Router:
         places = [f"{event.platform}:{event.conversation.chat_id}"]
         if event.sender:
             places.append(f"{event.platform}:{event.sender.id}")
-        if is_relay(event.key) or any(pattern.match(p) for p in places):
+        if is_relay(event.key) or is_task(event.key) or any(pattern.match(p) for p in places):
             return await handler(event, data)
         data["ctx"].log.info("agent.access_denied", agent=name, places=places)
         return None

@@ -36,7 +36,7 @@ from tether.config.schema import AccessConfig
 from tether.events import Conversation, Event, Kind, Sender
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import NextHandler, Route, Router
-from tether.keys import TRUSTED_PLATFORMS, is_relay, sender_name
+from tether.keys import TRUSTED_PLATFORMS, is_relay, is_task, sender_name
 from tether.memory.operator import PairingStore
 from tether.memory.records import Pairing
 
@@ -149,8 +149,9 @@ class Access:
         """Trusted platforms always; a sender the allow list or a pairing approved; never
         an event without a sender elsewhere (a chat pattern in ``allow`` admits the chat's
         people, not whatever arrives there without one). An agent's message relayed in a
-        room (``room:`` keys, made by gateway/agent/rooms.py only) is the gateway's own."""
-        if event.platform in TRUSTED_PLATFORMS or is_relay(event.key):
+        room (``room:`` keys, made by gateway/agent/rooms.py only) is the gateway's own, and
+        so is a background task (``task:`` keys): the turn that started it was admitted."""
+        if event.platform in TRUSTED_PLATFORMS or is_relay(event.key) or is_task(event.key):
             return True
         if event.sender is None:
             return False

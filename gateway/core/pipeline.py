@@ -42,14 +42,14 @@ from tether.adapters.base import Adapter
 from tether.backoff import full_jitter
 from tether.config.schema import MediaConfig, PipelineConfig
 from tether.errors import BudgetExceeded, Fatal, Retryable, WaitEnded, WaitExpired
-from tether.events import REPLY_META, OutMessage
+from tether.events import REPLY_META, Kind, OutMessage
 from tether.gateway.core import media, stop
 from tether.gateway.core.edits import without_edit
 from tether.gateway.core.throttle import THROTTLE_NOTICE, THROTTLED
 from tether.gateway.core.transcript import transcript
 from tether.gateway.core.waits import Waits
 from tether.gateway.handler.asking import Suspend
-from tether.gateway.handler.context import Context, Turn, turn_of
+from tether.gateway.handler.context import Context, Spawner, Turn, turn_of
 from tether.gateway.handler.routing import Router, call
 from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
@@ -105,6 +105,8 @@ class Pipeline:
         self._downloads = media.Downloads(adapters)
         #: Open waits, and the events that answer them (:mod:`.waits`).
         self.waits = waits or Waits(store, shared=store.shared)
+        #: What starts background tasks (``ctx.spawn``; gateway/tasks/), set by the gateway.
+        self.tasks: Spawner | None = None
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""
@@ -127,6 +129,8 @@ class Pipeline:
             self._downloads,
             media=reach,
             ask_timeout=self.config.ask_timeout,
+            tasks=self.tasks,
+            last_attempt=row.attempts >= self.config.max_attempts,
         )
         turn.asking.clock = self.waits.clock
         ctx = Context(event, row.conversation, row.attempts, elog, turn)
@@ -154,8 +158,10 @@ class Pipeline:
                 route, middlewares = resolved
                 route_name = route.name
                 self.running[row.key] = (route_name, started)
+                # A background task is bounded by its own deadline (gateway/tasks/run.py).
+                limit = None if event.kind is Kind.TASK else self.config.handler_timeout
                 try:
-                    async with asyncio.timeout(self.config.handler_timeout) as deadline:
+                    async with asyncio.timeout(limit) as deadline:
                         with self.turns.running(row.conversation, event, deadline):
                             try:
                                 await call(route, middlewares, ctx)

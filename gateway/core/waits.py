@@ -120,7 +120,7 @@ class Waits:
         if event.kind is Kind.CALLBACK:
             return parse_press(event.text) is not None
         if event.kind is Kind.COMMAND:
-            if event.command != CANCEL:
+            if event.command != CANCEL or event.args.strip():  # /cancel ID: a task's
                 return False
         elif event.kind is not Kind.MESSAGE:
             return False

@@ -13,7 +13,7 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import structlog
 
@@ -21,20 +21,28 @@ from tether import metrics
 from tether.adapters.base import Adapter
 from tether.buttons import ButtonsSpec, keyboard
 from tether.config.schema import MediaConfig
-from tether.errors import ButtonError, DownloadError
+from tether.errors import ButtonError, DownloadError, TaskRefused
 from tether.events import REPLY_META, Attachment, Event, OutMessage, Target
 from tether.gateway.handler import asking
 from tether.gateway.handler import files as outgoing
 from tether.gateway.handler.asking import Answer, Asking
 from tether.gateway.handler.files import FileSpec
+from tether.gateway.handler.spawn import SpawnRequest
 from tether.gateway.handler.task_llm import TaskLLM
 from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
 from tether.memory.conversation import ConversationMemory
 from tether.memory.roles import HandlerStore
+from tether.memory.tasks import Task
 
 T = TypeVar("T")
 Format = Literal["plain", "html", "markdown"]
+
+
+class Spawner(Protocol):
+    """Starts background tasks (``gateway/tasks/start.py``, a floor above this one)."""
+
+    async def spawn(self, ctx: Context, request: SpawnRequest) -> Task: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -64,6 +72,13 @@ class Turn:
     asking: Asking = field(default_factory=Asking)
     #: How long ``ctx.ask`` waits when not told (``pipeline.ask_timeout``).
     ask_timeout: float = 86_400.0
+    #: What starts background tasks (``ctx.spawn``, the ``start_task`` tool); None: none.
+    tasks: Spawner | None = None
+    #: This run is the event's last allowed attempt (``pipeline.max_attempts``): a task
+    #: reports its failure now instead of leaving it to a dead letter nobody reads.
+    last_attempt: bool = False
+    #: Spawns so far in this run, outside tools: the next one's position (``spawn:N``).
+    spawned: int = 0
 
 
 def turn_of(ctx: Context) -> Turn:
@@ -278,6 +293,48 @@ class Context:
             quote=quote,
             format=format,
         )
+
+    async def spawn(
+        self,
+        goal: str,
+        *,
+        agent: str | None = None,
+        persona: str | None = None,
+        model: str | None = None,
+        token_budget: int | None = None,
+        deadline: float | None = None,
+        tools: Sequence[str] | None = None,
+        handler: str | None = None,
+    ) -> Task:
+        """Start ``goal`` as a background task beside this conversation, and return its
+        record (``task.id`` for ``/cancel``). The task is an event of its own: it runs
+        the agent (or ``agent``, with ``persona``/``model``/``tools`` of its own) within
+        its token budget and ``deadline`` seconds, survives restarts, and posts its
+        result here once. ``handler`` (``"module:function"``) runs that function with the
+        task's own context instead of the agent; the string it returns is the result.
+        Raises :class:`~tether.errors.TaskRefused` past a bound of ``agent.tasks``.
+        Called twice in one turn it starts two tasks; a re-run of the turn starts none
+        again (each call's place in the turn names its task).
+        """
+        turn = self._turn
+        if turn.tasks is None:
+            raise TaskRefused("Background tasks are not available here.")
+        if turn.tool_step is not None:
+            position = turn.tool_step
+        else:
+            position, turn.spawned = f"spawn:{turn.spawned}", turn.spawned + 1
+        request = SpawnRequest(
+            goal=goal,
+            agent=agent,
+            persona=persona,
+            model=model,
+            token_budget=token_budget,
+            deadline=deadline,
+            tools=tuple(tools) if tools is not None else None,
+            handler=handler,
+            position=position,
+        )
+        return await turn.tasks.spawn(self, request)
 
     async def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` once for this event; a re-run after a retry or crash gets its result.

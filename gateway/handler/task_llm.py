@@ -58,6 +58,11 @@ class TaskLLM:
         self.spent = 0
         self._names: dict[str, int] = {}
         self._spent_today: int | None = None
+        #: A background task's own (gateway/tasks/): its model for calls that name none,
+        #: and its token budget in place of ``memory.task_token_budget`` once ``own_budget``.
+        self.default_model: str | None = None
+        self.own_budget = False
+        self.budget: int | None = None
 
     @property
     def configured(self) -> bool:
@@ -90,6 +95,7 @@ class TaskLLM:
         model answered or on 429, Fatal on a request the API refuses.
         """
         llm = self._require()
+        model = model if model is not None else self.default_model
         if model is not None and model not in llm.config.models:
             raise Fatal(f"ctx.llm.chat: no model {model!r} in llm.models")
         seen = self._names.get(name, 0) + 1
@@ -148,8 +154,9 @@ class TaskLLM:
         prompt += extra_tokens(messages, tools, encoding)  # schemas and calls are billed too
         cap = max_tokens or llm.model(model).max_tokens or DEFAULT_MAX_TOKENS
         limits = []
-        if memory.task_token_budget is not None:
-            limits.append(("task", memory.task_token_budget, self.spent))
+        task_budget = self.budget if self.own_budget else memory.task_token_budget
+        if task_budget is not None:
+            limits.append(("task", task_budget, self.spent))
         if memory.daily_token_budget is not None:
             limits.append(("daily", memory.daily_token_budget, await self.spent_today()))
         for budget, limit, spent in limits:

@@ -32,6 +32,7 @@ from tether import metrics
 from tether.adapters.base import Adapter
 from tether.config.ops import WatchdogConfig
 from tether.gateway.ops.alerts import Alerts, Reading
+from tether.keys import is_task
 from tether.memory.store import Store
 
 log = structlog.get_logger("tether.watchdog")
@@ -157,7 +158,7 @@ class Watchdog:
         late = {
             key: route
             for key, (route, started) in self.handlers().items()
-            if now - started > self.handler_timeout
+            if now - started > self.handler_timeout and not is_task(key)  # a task: its deadline
         }
         for key in late.keys() - self._overrun:
             log.warning("watchdog.handler_overrun", key=key, route=late[key])

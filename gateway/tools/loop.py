@@ -18,7 +18,7 @@ sent back whole, they would be sent, billed and counted (on the event loop) agai
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from tether.gateway.handler.context import turn_of
@@ -42,15 +42,21 @@ async def chat_with_tools(
     *,
     name: str = "reply",
     stream: Callable[[str], None] | None = None,
+    allow: Collection[str] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Completion:
     """The model's final answer to ``messages``, after the tool calls it asked for.
 
     Without tools (no toolbox, or none offered in this turn) this is one plain
     ``ctx.llm.chat`` call, the same step as before tools existed. ``stream`` is handed
-    every round's text as it arrives (the reply's preview).
+    every round's text as it arrives (the reply's preview); ``allow`` names the only
+    tools offered (a background task's own set), and ``progress`` is told, in words,
+    each tool the model calls (a task's status message).
     """
     toolbox = turn_of(ctx).tools
     tools = await toolbox.tools(ctx) if toolbox else {}
+    if allow is not None:
+        tools = {tool_name: tool for tool_name, tool in tools.items() if tool_name in allow}
     if not tools:
         return await ctx.llm.chat(messages, name=name, stream=stream)
     schemas = [tool.schema() for tool in tools.values()]
@@ -69,6 +75,8 @@ async def chat_with_tools(
         sent = [bounds.stand_in(call, cap) for call in calls]
         transcript.append({"role": "assistant", "content": completion.text, "tool_calls": sent})
         for index, call in enumerate(calls):
+            if progress is not None:
+                progress(f"step {round_ + 1}: {call.get('function', {}).get('name', 'a tool')}")
             result = await execute(ctx, tools, call, round_, index)
             transcript.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     ctx.log.warning("tool.rounds_exhausted", rounds=limit)

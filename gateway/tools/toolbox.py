@@ -127,10 +127,15 @@ class RouterTools:
 
 
 def build_toolbox(
-    settings: Settings, router: Callable[[], Router], store: Store | None = None, **extra: Any
+    settings: Settings,
+    router: Callable[[], Router],
+    store: Store | None = None,
+    more: Sequence[ToolSource] = (),
+    **extra: Any,
 ) -> Toolbox:
     """The gateway's toolbox: Python tools first (a plugin's tool is the author's
-    choice), then the built-ins that ``agent.tools`` leaves on, then other sources.
+    choice), then the built-ins that ``agent.tools`` leaves on, then ``more`` (sources
+    from the floors above this one: background tasks' tools), then other sources.
 
     Add a new source HERE (``sources.append(...)``); ``store`` and ``extra`` are for
     sources that need more than the settings (schedules keep their jobs in the store).
@@ -142,6 +147,7 @@ def build_toolbox(
     reminders = reminder_tools(settings.agent.tools, extra.get("reminders"), store)
     if reminders is not None:
         sources.append(reminders)  # schedule, list_schedules, cancel_schedule
+    sources.extend(more)
     if settings.mcp.servers:
         # Imported only here: the MCP SDK (starlette, uvicorn, cryptography...) is ~30 MB
         # of resident memory that a gateway without mcp.servers never uses (bench/idle.py).

@@ -1,7 +1,6 @@
 """A store that keeps everything in process memory: for tests, and as the baseline that
 ``bench/pipeline.py`` measures the durable store against. It keeps the same contract
-(dedup, idempotent checkpoint, statuses) but nothing survives the process.
-"""
+(dedup, idempotent checkpoint, statuses) but nothing survives the process."""
 
 from __future__ import annotations
 
@@ -35,11 +34,13 @@ from tether.memory.records import (
 from tether.memory.reminders import MemoryReminders
 from tether.memory.revocations import MemoryRevocations
 from tether.memory.store import Store
+from tether.memory.tasks import MemoryTasks
 from tether.memory.waits import MemoryWaits
 
 
 class MemoryStore(
     MemoryReminders,
+    MemoryTasks,
     MemoryWaits,
     MemoryBlobs,
     MemoryRevocations,
@@ -333,6 +334,7 @@ class MemoryStore(
         return out
 
     def _apply(self, key: str, changes: MemoryChanges, now: float) -> None:
+        self._ended(changes.task)
         for name, value in changes.cursors.items():
             self._cursors[name] = value
             self._cursor_times[name] = now

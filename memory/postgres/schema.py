@@ -260,6 +260,31 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE reminders ADD COLUMN prompt INTEGER NOT NULL DEFAULT 0;
     """,
+    # background tasks and sub-agents (memory/tasks.py): the ledger of each task's
+    # course; the running ones by parent and in all (the bounds' counts)
+    """
+    CREATE TABLE tasks (
+        id          TEXT PRIMARY KEY,
+        event_key   TEXT NOT NULL,
+        parent      TEXT NOT NULL,
+        target      TEXT NOT NULL,
+        parent_task TEXT,
+        depth       INTEGER NOT NULL,
+        goal        TEXT NOT NULL,
+        agent       TEXT,
+        sender      TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        deadline    DOUBLE PRECISION NOT NULL,
+        budget      INTEGER,
+        result      TEXT,
+        started_by  TEXT NOT NULL,
+        created     DOUBLE PRECISION NOT NULL,
+        updated     DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX tasks_parent ON tasks(parent, created);
+    CREATE INDEX tasks_open ON tasks(parent) WHERE status = 'running';
+    CREATE INDEX tasks_created ON tasks(created);
+    """,
 ]
 
 

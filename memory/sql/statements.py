@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from tether.memory.records import MemoryChanges, Turn
+from tether.memory.records import MemoryChanges, TaskEnd, Turn
 from tether.memory.sql.rows import (
     CONVERSATION_COLUMNS,
     DEAD_COLUMNS,
@@ -137,6 +137,16 @@ MESSAGE_SAVED = (
 )
 
 
+#: Ends a running task: a task event's checkpoint (:class:`TaskEnd`), or a cancel.
+TASK_ENDED = (
+    "UPDATE tasks SET status = ?, result = ?, updated = ? WHERE id = ? AND status = 'running'"
+)
+
+
+def end_statement(end: TaskEnd, now: float) -> Statement:
+    return (TASK_ENDED, (end.status, end.result, now, end.id))
+
+
 def turns_and_memory(
     key: str, turns: Sequence[Turn], changes: MemoryChanges | None, now: float
 ) -> list[Statement]:
@@ -157,6 +167,8 @@ def turns_and_memory(
         out += _memory(key, part, now, position)
         position += len(part.facts)
     out += [(CURSOR_SET, (name, value, now)) for name, value in changes.cursors.items()]
+    if changes.task is not None:
+        out.append(end_statement(changes.task, now))
     return out
 
 

@@ -49,6 +49,7 @@ from tether.memory.sql.rows import (
 )
 from tether.memory.sql.statements import ACCEPT, FINISH, STEP, Statement
 from tether.memory.store import Store
+from tether.memory.tasks import SqlTasks
 from tether.memory.waits import SqlWaits
 
 
@@ -58,7 +59,7 @@ class Commit(Protocol):
     def __call__(self, phase: int, *statements: Statement) -> Awaitable[None]: ...
 
 
-class SqlStore(SqlReminders, SqlWaits, SqlBlobs, SqlRevocations, ConsoleSql, Store):
+class SqlStore(SqlReminders, SqlTasks, SqlWaits, SqlBlobs, SqlRevocations, ConsoleSql, Store):
     #: An attribute, not a method: SQLite binds its link's own ``write`` here, so a write
     #: costs no extra call on the way to the writer.
     _write: Commit

@@ -166,6 +166,7 @@ FLOORS = [
     "tether.gateway.core",
     "tether.gateway.builtin",
     "tether.gateway.tools",
+    "tether.gateway.tasks",
     "tether.gateway.web",
     "tether.gateway.agent",
     "tether.gateway",

@@ -320,7 +320,8 @@ async def test_remember_and_forget_are_tools_and_each_can_be_switched_off(
 async def test_no_tools_no_tools_parameter(tmp_path: Path, fake: FakeModel) -> None:
     fake.reply = scripted("plain")
     off = dict.fromkeys(
-        ["remember", "forget", "schedule", "list_schedules", "cancel_schedule"], False
+        ["remember", "forget", "schedule", "list_schedules", "cancel_schedule", "start_task"],
+        False,
     )
     settings = settings_for(tmp_path, fake, agent={"tools": off})
     async with running(settings) as (gateway, loop):
