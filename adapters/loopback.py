@@ -201,3 +201,13 @@ class LoopbackAdapter(Adapter):
         async with asyncio.timeout(timeout), self._changed:
             await self._changed.wait_for(lambda: len(self.sent) >= count)
         return list(self.sent)
+
+    async def wait_for_text(self, part: str, timeout: float = 10.0) -> list[Delivery]:
+        """Wait until a delivered message's text holds ``part``; the ones that do."""
+
+        def holding() -> list[Delivery]:
+            return [d for d in self.sent if part in d.message.text]
+
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: bool(holding()))
+        return holding()

@@ -20,7 +20,7 @@ from tether.config import Settings, load, plugin_path
 from tether.config.console import exposure_problem
 from tether.config.mcp import missing_program
 from tether.errors import ConfigError, GatewayError, JobError
-from tether.gateway import inspection, inspection_waits
+from tether.gateway import inspection, inspection_tasks, inspection_waits
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters, load_router
 from tether.gateway.handler.plugins import check_job_handlers
@@ -135,6 +135,13 @@ def _parser() -> argparse.ArgumentParser:
     approvals.add_argument("id", nargs="?", help="the approval's WAIT_ID (show)")
     approvals.add_argument("--pending", action="store_true", help="only the open ones (list)")
     approvals.add_argument("--json", action="store_true", help="one JSON object a line (list)")
+    tasks = command(
+        "tasks", inspection_tasks.tasks, "list the background tasks, or cancel a running one"
+    )
+    tasks.add_argument("action", choices=["list", "cancel"])
+    tasks.add_argument("id", nargs="?", help="the task's ID (cancel)")
+    tasks.add_argument("--all", action="store_true", help="the ended ones too, newest first")
+    tasks.add_argument("--json", action="store_true", help="one JSON object a line (list)")
     return parser
 
 

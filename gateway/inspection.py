@@ -26,12 +26,15 @@ from tether.gateway.ops.start_errors import store_error
 from tether.memory.operator import PairingStore, ReportStore
 from tether.memory.store import Store
 from tether.memory.stores import missing, open_store
+from tether.memory.tasks import ENDED
 from tether.redaction import redactor
 from tether.scheduler.cli import jobs_command
 from tether.scheduler.jobs import load_jobs
 
 #: The exit code of a command used wrongly (a missing argument, an invalid config).
 EXIT_CONFIG = 2
+#: The tasks ledger's statuses, in the order ``tether status`` counts them.
+TASK_STATUSES = ("running", *ENDED)
 
 
 def sources(settings: Settings, config: str | None) -> str:
@@ -105,12 +108,14 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
         "backlog": sum(outbox.get(s, 0) for s in ("pending", "sending", "retry_wait")),
         **{s: outbox.get(s, 0) for s in ("sent", "unknown", "dead")},
     }
+    tasks = await store.task_counts()
     keys = await asyncio.to_thread(live_keys, settings)
     agents = agents_report(settings, await store.spend_by_conversation(today))
     if as_json:
         report = {
             "events": events,
             "outbox": sends,
+            "tasks": {s: tasks.get(s, 0) for s in TASK_STATUSES},
             "platforms": {
                 platform: {what: _iso(when) for what, when in seen.items()}
                 for platform, seen in activity.items()
@@ -127,6 +132,8 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
         return 0
     print("events   " + "  ".join(f"{name} {n}" for name, n in events.items()))
     print("outbox   " + "  ".join(f"{name} {n}" for name, n in sends.items()))
+    if tasks:
+        print("tasks    " + "  ".join(f"{s} {tasks.get(s, 0)}" for s in TASK_STATUSES))
     print(f"{'PLATFORM':<12} {'LAST RECEIVED (UTC)':<22} LAST SENT (UTC)")
     for platform, seen in sorted(activity.items()):
         received = _when(seen["received"]) if "received" in seen else "-"

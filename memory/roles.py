@@ -356,6 +356,10 @@ class TaskStore(Protocol):
         """How many are running: of one parent, or in all (the bounds, from an index)."""
 
     @abc.abstractmethod
+    async def task_counts(self) -> dict[str, int]:
+        """How many tasks are in each status (``tether status``, the console)."""
+
+    @abc.abstractmethod
     async def end_task(self, task_id: str, status: TaskStatus, result: str) -> bool:
         """End a running task (a cancel); False if it had ended already."""
 

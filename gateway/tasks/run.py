@@ -45,7 +45,7 @@ from tether.gateway.handler.plugins import import_handler
 from tether.gateway.handler.routing import Router
 from tether.gateway.tasks.progress import Progress
 from tether.gateway.tasks.spec import TaskSpec, record, short, spec_of
-from tether.gateway.tasks.start import Tasks
+from tether.gateway.tasks.start import Tasks, by_operator
 from tether.memory import tokens
 from tether.memory.records import TaskEnd, TaskStatus, Turn
 from tether.redaction import redactor
@@ -94,7 +94,7 @@ async def _run(ctx: Context) -> None:
     ctx.log = ctx.log.bind(task=spec.id)
     if not task.open:  # cancelled (or ended) before this run: nothing to do again
         ctx.log.info("task.skipped", status=task.status)
-        if task.status == "cancelled" and _by_operator(task.result):
+        if by_operator(task):
             await _deliver(ctx, spec, None, "cancelled", "The operator cancelled it.")
         return
     tasks = turn.tasks if isinstance(turn.tasks, Tasks) else None
@@ -129,8 +129,7 @@ async def _run(ctx: Context) -> None:
             await pump
     status, text = outcome
     if status == "cancelled":
-        ended = await store.task(spec.id)
-        if ended is not None and _by_operator(ended.result):
+        if by_operator(await store.task(spec.id)):
             await _deliver(ctx, spec, progress, "cancelled", "The operator cancelled it.")
         else:
             await _deliver(ctx, spec, progress, "cancelled", "", say=False)
@@ -229,10 +228,6 @@ async def _deliver(
     if status != "cancelled":  # a cancel was counted when it was made
         metrics.TASKS.labels(status).inc()
     ctx.log.info(f"task.{status}", parent=spec.parent, chars=len(text))
-
-
-def _by_operator(result: str | None) -> bool:
-    return bool(result) and "operator" in str(result)
 
 
 def _why(exc: Exception) -> str:

@@ -50,6 +50,9 @@ log = structlog.get_logger("tether.tasks")
 
 #: ``OutMessage.meta`` key of a task's status message: the task's id.
 STATUS_META = "task_status"
+#: Who ``tether tasks cancel`` and the console cancel as: the chat is told of their cancel
+#: (a person's ``/cancel`` already had its answer).
+OPERATOR = "the operator"
 Accept = Callable[[Sequence[Event]], Awaitable[list[bool]]]
 
 
@@ -193,7 +196,7 @@ class Tasks:
     async def cancel(self, task_id: str, by: str) -> tuple[Task | None, bool]:
         """End running task ``task_id`` as cancelled (``by`` whom, for its record): the
         task as it is now, and whether this call cancelled it."""
-        ended = await self.store.end_task(task_id, "cancelled", f"cancelled by {by}")
+        ended = await self.store.end_task(task_id, "cancelled", _by(by))
         task = await self.store.task(task_id)
         if ended:
             signal = self.signals.get(task_id)
@@ -202,3 +205,12 @@ class Tasks:
             metrics.TASKS.labels("cancelled").inc()
             log.info("task.cancelled", task=task_id, by=by)
         return task, ended
+
+
+def by_operator(task: Task | None) -> bool:
+    """Whether ``task`` was cancelled by the operator, not from its chat."""
+    return task is not None and task.status == "cancelled" and task.result == _by(OPERATOR)
+
+
+def _by(who: str) -> str:
+    return f"cancelled by {who}"

@@ -19,6 +19,7 @@ Routes::
     GET  /ui/events?key=&conversation=&status=    GET /ui/event?key=
     GET  /ui/dead             POST /ui/dead/retry
     GET  /ui/approvals
+    GET  /ui/tasks            POST /ui/tasks/cancel
     GET  /ui/conversations    GET /ui/conversation?c=    POST /ui/conversation/fact
     GET  /ui/jobs             POST /ui/jobs/run
     GET  /ui/live             GET /ui/api/live  (server-sent events)
@@ -67,6 +68,8 @@ def mount_console(app: web.Application, host: ConsoleHost) -> None:
     get("/dead", pages.dead)
     post("/dead/retry", actions.retry_dead)
     get("/approvals", pages.approvals)
+    get("/tasks", pages.tasks)
+    post("/tasks/cancel", actions.cancel_task)
     get("/conversations", pages.conversations)
     get("/conversation", pages.conversation)
     post("/conversation/fact", actions.fact)

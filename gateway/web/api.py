@@ -6,6 +6,9 @@ or a chat command would run, never a second implementation of it.
   waiting for the sweep (which would find it anyway, and knows it is queued).
 - Run a job now: the manual fire ``tether jobs run`` inserts (``cron:{job}:manual:…``),
   accepted through the inbox.
+- Cancel a task: :meth:`~tether.gateway.tasks.Tasks.cancel` as the operator, which is
+  ``tether tasks cancel``; a runner in this process stops at once, one elsewhere within
+  a second.
 - Edit or forget a fact: the store's operator edits (``/forget`` deletes the same way).
 - The web chat: a message is accepted by the web adapter (deduplicated on its key); the
   chat is read back from the store. The answer is what the inbox did with it: new,
@@ -32,6 +35,7 @@ from prometheus_client import Counter
 from tether.adapters.untrusted import unstorable
 from tether.adapters.web import WebAdapter, WebChatError
 from tether.cron import stamp
+from tether.gateway.tasks.start import OPERATOR
 from tether.gateway.web.auth import (
     COOKIE,
     LOGIN_COOKIE,
@@ -175,6 +179,14 @@ class Actions:
         ACTIONS.labels("job_run").inc()
         log.info("console.job_run", job=job.id, key=event.key)
         raise web.HTTPFound(f"/ui/jobs?fired={quote(event.key)}")
+
+    async def cancel_task(self, request: web.Request) -> web.Response:
+        task_id = (await self._form(request)).get("task", "")[:100]
+        _, ended = await self.host.tasks.cancel(task_id, OPERATOR)
+        ACTIONS.labels("task_cancel").inc()
+        log.info("console.task_cancel", task=task_id, cancelled=ended)
+        which = "cancelled" if ended else "missing"  # gone, or it had ended already
+        raise web.HTTPFound(f"/ui/tasks?{which}={quote(task_id)}")
 
     # -- the web chat -----------------------------------------------------------------
 

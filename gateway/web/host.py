@@ -12,6 +12,7 @@ from tether.gateway.core.dispatcher import Dispatcher
 from tether.gateway.core.inbox import Inbox
 from tether.gateway.core.outbox import Outbox
 from tether.gateway.llm.client import LLM
+from tether.gateway.tasks import Tasks
 from tether.memory.store import Store
 from tether.scheduler.jobs import Job
 from tether.scheduler.runner import Scheduler
@@ -47,4 +48,9 @@ class ConsoleHost(Protocol):
     @property
     def llm(self) -> LLM | None:
         """The model client (its breakers and key pools say when a model can answer)."""
+        ...
+
+    @property
+    def tasks(self) -> Tasks:
+        """The background tasks: the console cancels through them, as ``/cancel ID``."""
         ...

@@ -1,5 +1,5 @@
 """The console's pages that only read: overview, events and their timelines, dead
-letters, approvals, conversations, jobs, and the shells of the live stream and the web
+letters, approvals, tasks, conversations, jobs, and the shells of the live stream and the web
 chat.
 
 Everything shown comes from the store (and, for connection states, from the adapters),
@@ -28,6 +28,8 @@ from tether.scheduler.jobs import last_fire, now_utc
 STATUSES = ("received", "running", "retry_wait", "waiting", "done", "dead")
 #: How many approvals the page reads, and how many decided ones it shows.
 APPROVALS, DECIDED = 200, 100
+#: How many tasks the page reads for its ended ones.
+TASKS = 200
 HOUR, MINUTE = 3600.0, 60.0
 
 
@@ -140,6 +142,20 @@ class Pages:
         recent = [audit_row(w) for w in await store.waits("approval", APPROVALS)]
         decided = [row for row in recent if row["outcome"] != "pending"][:DECIDED]
         return self.render.page(request, "approvals.html", pending=pending, decided=decided)
+
+    async def tasks(self, request: web.Request) -> web.Response:
+        """Every running task, oldest first, with a cancel button each (what ``tether
+        tasks cancel`` does), and the newest ended ones."""
+        store = self.host.store
+        ended = [task for task in await store.tasks(limit=TASKS) if not task.open]
+        return self.render.page(
+            request,
+            "tasks.html",
+            running=await store.open_tasks(),
+            ended=ended[:DECIDED],
+            cancelled=request.query.get("cancelled", "")[:100],
+            missing=request.query.get("missing", "")[:100],
+        )
 
     async def conversations(self, request: web.Request) -> web.Response:
         found = await self.host.store.conversation_list(200)

@@ -41,6 +41,12 @@ class MemoryTasks:
         rows = self._kept_tasks.values()
         return sum(1 for t in rows if t.open and (parent is None or t.parent == parent))
 
+    async def task_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for task in self._kept_tasks.values():
+            counts[task.status] = counts.get(task.status, 0) + 1
+        return counts
+
     async def end_task(self, task_id: str, status: TaskStatus, result: str) -> bool:
         found = self._kept_tasks.get(task_id)
         if found is None or not found.open:

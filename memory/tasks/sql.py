@@ -25,6 +25,7 @@ NEWEST = f"SELECT {COLUMNS} FROM tasks ORDER BY created DESC, id LIMIT ?"
 OPEN = f"SELECT {COLUMNS} FROM tasks WHERE status = 'running' ORDER BY created, id"
 COUNT_OPEN_OF = "SELECT count(*) FROM tasks WHERE parent = ? AND status = 'running'"
 COUNT_OPEN = "SELECT count(*) FROM tasks WHERE status = 'running'"
+BY_STATUS = "SELECT status, count(*) FROM tasks GROUP BY status"
 
 
 def _task(row: Sequence[Any]) -> Task:
@@ -90,6 +91,9 @@ class SqlTasks:
         else:
             [(count,)] = await self._rows(COUNT_OPEN_OF, (parent,))
         return int(count)
+
+    async def task_counts(self) -> dict[str, int]:
+        return {str(status): int(n) for status, n in await self._rows(BY_STATUS)}
 
     async def end_task(self, task_id: str, status: TaskStatus, result: str) -> bool:
         before = await self.task(task_id)

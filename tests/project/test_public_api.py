@@ -39,6 +39,7 @@ PUBLIC = [
     "Router",
     "Sender",
     "Target",
+    "TaskRefused",
     "TooLarge",
     "ToolError",
     "ToolTimeout",
@@ -136,6 +137,7 @@ def test_every_error_class_is_in_the_drawn_tree() -> None:
 def test_the_errors_a_user_catches_come_from_tether() -> None:
     assert issubclass(tether.TooLarge, tether.DownloadError)
     assert issubclass(tether.ToolTimeout, tether.ToolError)
+    assert issubclass(tether.TaskRefused, tether.ToolError)
     assert issubclass(tether.ButtonError, ValueError)
     from tether.config import ConfigError
 

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import structlog
 
+from tests.gateway.tasks.conftest import is_task
 from tests.support.config import db_rows, events_named, make_settings, merge
 from tests.support.gateway import running
 from tether import Context, Router
 from tether.adapters.loopback import LoopbackAdapter
 from tether.errors import TaskRefused
 from tether.gateway.assembly import load_router
-from tether.gateway.tasks.run import BRIEF
 from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
 work_done: list[int] = []
@@ -43,19 +43,6 @@ async def add(a: int, b: int = 0) -> int:
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     work_done.clear()
-
-
-@pytest.fixture
-async def gate(model: FakeModel) -> Any:
-    """Held task requests go on waiting until the test ends (then the fake can close)."""
-    release = asyncio.Event()
-    model.hold(is_task, release)
-    yield release
-    release.set()
-
-
-def is_task(body: Body) -> bool:
-    return any(BRIEF in str(m.get("content") or "") for m in body.get("messages", []))
 
 
 def script(chat: list[Any], task: list[Any]) -> Any:

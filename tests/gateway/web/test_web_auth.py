@@ -103,7 +103,8 @@ async def test_console_is_absent_unless_enabled(tmp_path: Path) -> None:
 async def test_without_a_session_pages_redirect_and_apis_answer_401(tmp_path: Path) -> None:
     async with console(ui_settings(tmp_path)) as (_gateway, base), client() as session:
         for page in ("/ui", "/ui/", "/ui/events?key=x", "/ui/dead", "/ui/conversations",
-                     "/ui/conversation?c=web:1", "/ui/jobs", "/ui/live", "/ui/chat"):  # fmt: skip
+                     "/ui/conversation?c=web:1", "/ui/jobs", "/ui/tasks", "/ui/live",
+                     "/ui/chat"):  # fmt: skip
             async with session.get(base + page) as response:
                 assert response.url.path == "/ui/login", page
                 assert "next=" in response.url.query_string
@@ -111,7 +112,7 @@ async def test_without_a_session_pages_redirect_and_apis_answer_401(tmp_path: Pa
             async with session.get(base + api) as response:
                 assert response.status == 401, api
         for action in ("/ui/dead/retry", "/ui/conversation/fact", "/ui/jobs/run",
-                       "/ui/api/chat/send", "/ui/logout"):  # fmt: skip
+                       "/ui/tasks/cancel", "/ui/api/chat/send", "/ui/logout"):  # fmt: skip
             async with session.post(base + action, data={"key": "x"}) as response:
                 assert response.status == 401, action
         async with session.get(f"{base}/ui/static/console.css") as response:
@@ -253,7 +254,8 @@ async def test_no_form_body_makes_a_server_error(tmp_path: Path) -> None:
             async with session.post(f"{base}/ui/api/chat/send", json=form, headers=headers) as r:
                 return r.status
 
-        paths = ["/ui/login", "/ui/dead/retry", "/ui/conversation/fact", "/ui/jobs/run"]
+        paths = ["/ui/login", "/ui/dead/retry", "/ui/conversation/fact", "/ui/jobs/run",
+                 "/ui/tasks/cancel"]  # fmt: skip
 
         @given(form=_forms, path=st.sampled_from(paths))
         def example(form: dict[str, str], path: str) -> None:

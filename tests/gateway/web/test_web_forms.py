@@ -84,6 +84,7 @@ FORMS = {
         action=st.sampled_from(["edit", "forget"]) | _value,
     ),
     "/ui/jobs/run": _form("job"),
+    "/ui/tasks/cancel": _form("task"),
 }
 PAGES = {
     "/ui/events": _form("key", "conversation", "status"),
@@ -91,6 +92,7 @@ PAGES = {
     "/ui/conversation": _form("c"),
     "/ui/dead": _form("retried", "missing"),
     "/ui/jobs": _form("fired"),
+    "/ui/tasks": _form("cancelled", "missing"),
     "/ui/conversations": _form(),
     "/ui/api/chat/log": _form("chat"),
     "/ui/login": _form("next"),
