@@ -125,6 +125,14 @@ def is_task(event: str) -> bool:
     return event.startswith(f"{TASK_PLATFORM}:")
 
 
+def is_task_lane(conversation: str) -> bool:
+    """Is this lane (a conversation's key) a background task's (``task:{id}``, or
+    ``task@{agent}:{id}``)? Its work is memoized steps: a stop may cut it off at once,
+    and the next start resumes it, where a chat's turn is let finish."""
+    platform = conversation.split(":", 1)[0]
+    return platform.partition("@")[0] == TASK_PLATFORM and ":" in conversation
+
+
 def is_relay(event: str) -> bool:
     """Is this event another agent's reply relayed in a room (not a person's message)?"""
     return event.startswith(ROOM)

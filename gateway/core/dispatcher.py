@@ -35,6 +35,7 @@ from tether.backoff import full_jitter
 from tether.gateway.core.lanes import Lanes, SharedStore
 from tether.gateway.core.stop import is_stop
 from tether.gateway.core.streaks import Streak
+from tether.keys import is_task_lane
 from tether.memory.records import InboxRow
 from tether.memory.roles import InboxStore
 
@@ -216,10 +217,12 @@ class Dispatcher:
         """Let running handlers finish (within ``timeout``) and start nothing new.
 
         Queued and retry-waiting events stay in the store and run at the next start;
-        a handler cut off by the timeout stays ``running`` there and is recovered.
+        a handler cut off by the timeout stays ``running`` there and is recovered. A
+        background task's lane is cut off at once: it resumes from its memoized steps,
+        and may have hours to go.
         """
         self._room.set()  # a submit waiting for room sees the stop and returns
-        await self._lanes.stop(grace=timeout)
+        await self._lanes.stop(grace=timeout, at_once=is_task_lane)
         self._store_errors.flush()
         for task in list(self._beside):
             task.cancel()

@@ -254,16 +254,20 @@ class Lanes(Generic[Row]):
             return True
         return False
 
-    async def stop(self, grace: float | None = None) -> None:
+    async def stop(
+        self, grace: float | None = None, *, at_once: Callable[[str], bool] | None = None
+    ) -> None:
         """Start nothing new and end the workers.
 
         Without ``grace`` every worker is cancelled at once. With it, lanes that are only
         waiting (for a row's time or for a slot) are cancelled, and rows inside a slot may
-        finish within ``grace`` seconds before they are cancelled too.
+        finish within ``grace`` seconds before they are cancelled too, except in the lanes
+        ``at_once`` picks: work that resumes from its steps at the next start (a
+        background task may have an hour to go), cut off now rather than at ``grace``.
         """
         self.stopping = True
         for key, task in self._workers.items():
-            if grace is None or key not in self._running:
+            if grace is None or key not in self._running or (at_once and at_once(key)):
                 task.cancel()
         tasks = list(self._workers.values())
         if grace is not None and tasks:

@@ -235,3 +235,48 @@ async def test_tasks_lists_the_chats_tasks(
         await gateway.tasks.cancel(spawned[0], "the test")
         await gateway.drain()
     assert spawned[0] in listing and "running" in listing and "slow job" in listing
+
+
+async def test_a_stop_cuts_a_running_task_off_at_once_and_the_next_start_resumes_it(
+    tmp_path: Path, model: FakeModel
+) -> None:
+    """A chat's turn gets ``drain_timeout`` to finish at a stop; a task may have hours
+    to go, so its lane is cancelled at once, its event left for the next start."""
+    release = asyncio.Event()
+
+    def reply(body: Body) -> Any:  # by what the request holds: a cut-off one comes again
+        if not is_task(body):
+            start = asks_for(tool_call("start_task", {"goal": "add 4 and 5"}))
+            return "On it." if body_has_tool_result(body) else start
+        return (
+            "It is 9."
+            if body_has_tool_result(body)
+            else asks_for(tool_call("add", {"a": 4, "b": 5}))
+        )
+
+    model.reply = reply
+    model.hold(lambda body: is_task(body) and not body_has_tool_result(body), release)
+    settings = make_settings(
+        tmp_path,
+        llm=model.section(timeout=5),
+        agent={"handler": "llm", "streaming": False},
+        pipeline={"drain_timeout": 3600},  # a stop that waited for the task would hang
+    )
+    async with asyncio.timeout(60):
+        async with running(settings, router_for(settings)) as (_, loop):
+            await loop.say("add 4 and 5 in the background")
+            await model.wait_for_requests(2)  # the chat's, then the task's, held
+    ((task_id, status),) = db_rows(tmp_path, "SELECT id, status FROM tasks")
+    assert status == "running"
+    assert (f"task:{task_id}", "running") in db_rows(tmp_path, "SELECT key, status FROM inbox")
+    assert not any(t.startswith("✅") for t in texts(loop))
+    release.set()
+    async with running(settings, router_for(settings)) as (gateway, loop):
+        [result] = await loop.wait_for_text("✅ Task", timeout=30)
+        await gateway.drain()
+    assert result.message.text.endswith("It is 9.") and work_done == [9]
+    assert db_rows(tmp_path, "SELECT status FROM tasks") == [("done",)]
+
+
+def body_has_tool_result(body: Body) -> bool:
+    return any(m.get("role") == "tool" for m in body.get("messages", []))
