@@ -26,9 +26,13 @@ from tether.memory.roles import ConversationStore
 
 
 class ConversationMemory:
-    def __init__(self, store: ConversationStore, conversation: str) -> None:
+    def __init__(
+        self, store: ConversationStore, conversation: str, owner: str | None = None
+    ) -> None:
         self.store = store
         self.conversation = conversation
+        #: Whose conversation this is (:attr:`Turn.owner`), written with each turn.
+        self.owner = owner
         self.pending: list[Turn] = []
         self.changes = MemoryChanges(conversation)
         self._state: ConversationState | None = None
@@ -67,6 +71,7 @@ class ConversationMemory:
                 role=role,
                 text=text,
                 tokens=tokens.count_turn(text),
+                owner=self.owner,
             )
         )
 

@@ -72,6 +72,10 @@ class Turn:
     summarized: bool = False
     #: The row id, increasing in write order (0 until stored); history windows page on it.
     id: int = 0
+    #: Whose conversation it is in (``platform:user``: a DM's person, a per-user group
+    #: session's): who may find it by search from elsewhere (memory/recall). None: only
+    #: from within its own conversation (a shared chat, the operator's).
+    owner: str | None = None
 
 
 @dataclass(slots=True)

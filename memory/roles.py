@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from tether.events import Event, OutMessage
+from tether.memory.recall.query import Hit, Scope
 from tether.memory.records import (
     ConversationState,
     DeadLetter,
@@ -364,10 +365,21 @@ class TaskStore(Protocol):
         """End a running task (a cancel); False if it had ended already."""
 
 
+class RecallStore(Protocol):
+    """Past turns by what they said (:mod:`tether.memory.recall`)."""
+
+    @abc.abstractmethod
+    async def search(self, query: str, scope: Scope, limit: int = 8) -> list[Hit]:
+        """The best ``limit`` turns matching ``query`` that ``scope`` may see, best
+        first; the scope is this query's own ``WHERE``, not a filter after it."""
+
+
 # -- what one consumer sees when it needs more than one role ---------------------------
 
 
-class HandlerStore(StepStore, ConversationStore, WaitStore, OutboxStore, TaskStore, Protocol):
+class HandlerStore(
+    StepStore, ConversationStore, WaitStore, OutboxStore, TaskStore, RecallStore, Protocol
+):
     """A handler's :class:`~tether.gateway.handler.context.Context`: its steps, its
     memory, and its waits with the replies earlier runs committed beside them."""
 

@@ -143,6 +143,24 @@ def sender_name(event: Event) -> str:
     return f"{event.platform}:{event.sender.id}" if event.sender else event.platform
 
 
+def owner_of(event: Event, session: str) -> str | None:
+    """Whose conversation ``session`` is, for recall's scope (DESIGN §13): the person of a
+    DM or of their own session in a group (``platform:user``); a task's, its starter;
+    None for a chat several people share, or an event without a person (a cron fire).
+
+    What a person said in their own conversations is searchable from any of them and
+    from nowhere else; a shared chat's turns only from within that chat."""
+    if is_task(event.key):
+        spec = event.meta.get(TASK_PLATFORM)
+        sender = spec.get("sender") if isinstance(spec, dict) else None
+        return sender if isinstance(sender, str) and sender else None
+    if event.sender is None or event.sender.is_bot:
+        return None
+    if event.conversation.chat_type == "dm" or session != event.conversation.key:
+        return sender_name(event)
+    return None
+
+
 def task_key(task_id: str) -> str:
     """The key of task ``task_id``'s event (DESIGN §13)."""
     return f"{TASK_PLATFORM}:{task_id}"

@@ -31,6 +31,7 @@ from tether.gateway.handler.spawn import SpawnRequest
 from tether.gateway.handler.task_llm import TaskLLM
 from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
+from tether.keys import owner_of
 from tether.memory.conversation import ConversationMemory
 from tether.memory.roles import HandlerStore
 from tether.memory.tasks import Task
@@ -161,7 +162,7 @@ class Context:
         self.conversation = conversation
         self.attempt = attempt
         self.log = log
-        self.memory = ConversationMemory(turn.store, conversation)
+        self.memory = ConversationMemory(turn.store, conversation, owner_of(event, conversation))
         #: The messages queued so far (``reply``/``send``), committed with the checkpoint.
         self.outbox: list[OutMessage] = []
         self.data: dict[str, Any] = {}

@@ -1,6 +1,5 @@
-"""A store that keeps everything in process memory: for tests, and as the baseline that
-``bench/pipeline.py`` measures the durable store against. It keeps the same contract
-(dedup, idempotent checkpoint, statuses) but nothing survives the process."""
+"""A store that keeps everything in process memory: for tests, and the baseline that
+``bench/pipeline.py`` measures the durable store against (same contract, nothing kept)."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ from tether.memory.blobs import MemoryBlobs
 from tether.memory.inmemory.console import ConsoleTables
 from tether.memory.inmemory.ops import OpsTables
 from tether.memory.inmemory.steps import StepTables
+from tether.memory.recall import MemoryRecall
 from tether.memory.records import (
     UNFINISHED_INBOX,
     UNSENT_OUTBOX,
@@ -39,6 +39,7 @@ from tether.memory.waits import MemoryWaits
 
 
 class MemoryStore(
+    MemoryRecall,
     MemoryReminders,
     MemoryTasks,
     MemoryWaits,
@@ -49,8 +50,7 @@ class MemoryStore(
     ConsoleTables,
     Store,
 ):
-    """Dicts and lists behind the store contract. Each method finishes its changes before
-    it awaits anything, so calls on one event loop need no locks."""
+    """Dicts and lists behind the store contract; no method awaits mid-change: no locks."""
 
     def __init__(self) -> None:
         self._inbox: dict[str, InboxRow] = {}

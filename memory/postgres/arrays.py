@@ -63,10 +63,11 @@ _FORMS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     ),
     sql.MESSAGE_SAVED: (
         "INSERT INTO messages (conversation, role, text, tokens, event_key, position,"
-        " created) SELECT c, r, x, o, e, p, t FROM unnest(${0}::text[], ${1}::text[],"
-        " ${2}::text[], ${3}::integer[], ${4}::text[], ${5}::integer[], ${6}::float8[])"
-        " WITH ORDINALITY AS u(c, r, x, o, e, p, t, n) ORDER BY n ON CONFLICT DO NOTHING",
-        ("text", "text", "text", "integer", "text", "integer", "float8"),
+        " created, owner) SELECT c, r, x, o, e, p, t, w FROM unnest(${0}::text[],"
+        " ${1}::text[], ${2}::text[], ${3}::integer[], ${4}::text[], ${5}::integer[],"
+        " ${6}::float8[], ${7}::text[]) WITH ORDINALITY AS u(c, r, x, o, e, p, t, w, n)"
+        " ORDER BY n ON CONFLICT DO NOTHING",
+        ("text", "text", "text", "integer", "text", "integer", "float8", "text"),
         None,
     ),
     sql.OUTBOX_MARKED: (

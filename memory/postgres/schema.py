@@ -285,6 +285,17 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_open ON tasks(parent) WHERE status = 'running';
     CREATE INDEX tasks_created ON tasks(created);
     """,
+    # recall (memory/recall): whose conversation each turn is in (the person of a DM or
+    # of a per-user group session; NULL for a shared chat, and for the rows before it),
+    # and the full-text index of every turn: an expression index, so PostgreSQL keeps it
+    # in the transaction that writes the turn. Words by the 'simple' configuration (no
+    # language's stemming); text without spaces (Chinese, Japanese) is matched as a
+    # substring within the search's scope (memory/recall/postgres.py)
+    """
+    ALTER TABLE messages ADD COLUMN owner TEXT;
+    CREATE INDEX messages_owner ON messages (owner, id) WHERE owner IS NOT NULL;
+    CREATE INDEX messages_search ON messages USING gin (to_tsvector('simple', text));
+    """,
 ]
 
 

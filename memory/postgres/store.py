@@ -31,6 +31,7 @@ from tether.memory.postgres.arrays import INSERT_OUTBOX, as_one
 from tether.memory.postgres.batch import GroupAccept, GroupCommit
 from tether.memory.postgres.locks import AdvisoryLocks
 from tether.memory.postgres.schema import migrate
+from tether.memory.recall import PostgresRecall
 from tether.memory.records import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
 from tether.memory.sql import statements as sql
 from tether.memory.sql.rows import INBOX_COLUMNS, OUTBOX_COLUMNS, Row, inbox_row, outbox_row
@@ -81,7 +82,7 @@ _LANE_AND_WAITS = (
 )
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(PostgresRecall, SqlStore):
     shared = True
     _newest_unsummarized, _oldest_unsummarized = sql.unsummarized_pages("messages")
     _last_received = sql.last_received("split_part(conversation, ':', 1)")

@@ -133,7 +133,7 @@ def unsummarized_pages(messages: str) -> tuple[str, str]:
 
 MESSAGE_SAVED = (
     "INSERT INTO messages (conversation, role, text, tokens, event_key, position,"
-    " created) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    " created, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 
 
@@ -157,7 +157,10 @@ def turns_and_memory(
     counts once, when its ``usage_calls`` row is first inserted.
     """
     out: list[Statement] = [
-        (MESSAGE_SAVED, (turn.conversation, turn.role, turn.text, turn.tokens, key, position, now))
+        (
+            MESSAGE_SAVED,
+            (turn.conversation, turn.role, turn.text, turn.tokens, key, position, now, turn.owner),
+        )
         for position, turn in enumerate(turns)
     ]
     if not changes:

@@ -277,6 +277,29 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_open ON tasks(parent) WHERE status = 'running';
     CREATE INDEX tasks_created ON tasks(created);
     """,
+    # recall (memory/recall): whose conversation each turn is in (the person of a DM or
+    # of a per-user group session; NULL for a shared chat, and for the rows before it),
+    # and the full-text index of every turn, kept by triggers in the transaction that
+    # writes the turn, so it can never disagree with the history; trigram, so Chinese,
+    # Japanese and Korean are found as well as any substring of three characters
+    """
+    ALTER TABLE messages ADD COLUMN owner TEXT;
+    CREATE INDEX messages_owner ON messages(owner, id) WHERE owner IS NOT NULL;
+    CREATE VIRTUAL TABLE messages_fts USING fts5(
+        text, content='messages', content_rowid='id', tokenize='trigram'
+    );
+    CREATE TRIGGER messages_fts_added AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    CREATE TRIGGER messages_fts_removed AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    END;
+    CREATE TRIGGER messages_fts_changed AFTER UPDATE OF text ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        INSERT INTO messages_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
+    """,
 ]
 
 

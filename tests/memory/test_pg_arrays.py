@@ -59,6 +59,7 @@ message = st.tuples(
     st.sampled_from(INBOX),
     st.integers(0, 2),
     when,
+    st.none() | st.sampled_from(["test:u1", "test:u2"]),
 ).map(lambda p: (sql.MESSAGE_SAVED, p))
 writes = st.lists(st.one_of(running, finished, saved, marked, message), min_size=1, max_size=12)
 
@@ -145,7 +146,7 @@ def test_a_refusal_is_for_a_row_touched_twice() -> None:
             (sql.RUNNING, (1, 1.0, f"r{n}")),
             (sql.FINISHED, (None, 1.0, f"d{n}")),
             (INSERT_OUTBOX, (f"d{n}#0", f"d{n}", "test", "test:c", "{}", 1.0, 1.0)),
-            (sql.MESSAGE_SAVED, ("c", "user", "hi", None, f"d{n}", 0, 1.0)),
+            (sql.MESSAGE_SAVED, ("c", "user", "hi", None, f"d{n}", 0, 1.0, None)),
             (sql.OUTBOX_MARKED, ("sent", None, None, "1", None, 1.0, f"s{n}#0")),
         ]
     assert as_one(statements) is not None
