@@ -124,6 +124,11 @@ class MemoryConfig(Section):
     task_token_budget: int | None = Field(default=50_000, ge=1)
     #: The same, per conversation and UTC day. ``null``: no cap.
     daily_token_budget: int | None = Field(default=None, ge=1)
+    #: ``auto``: each prompt also gets the past turns that best match the new message,
+    #: marked as recalled (within the scope ``search_memory`` has); ``off``: only the tool.
+    recall: Literal["off", "auto"] = "off"
+    #: Tokens of found turns: in a prompt (``recall: auto``) and in one tool result.
+    recall_tokens: int = Field(default=600, ge=50)
 
     @field_validator("store")
     @classmethod

@@ -77,6 +77,8 @@ class ToolsConfig(Section):
     cancel_schedule: bool = True
     #: ``start_task``: hand long work to a background task (bounded by ``agent.tasks``).
     start_task: bool = True
+    #: ``search_memory``: find past turns by what they said (docs/memory.md#recall).
+    search_memory: bool = True
     #: The caps and the fastest cadence of the reminders the three above make.
     reminders: RemindersConfig = RemindersConfig()
     #: Bytes of arguments one tool call may carry (every tool, not only the built-ins).

@@ -21,6 +21,7 @@ from tether.gateway.builtin.echo import EDITED
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Router
 from tether.gateway.tools.loop import chat_with_tools
+from tether.gateway.tools.recall import recall_into
 from tether.memory.compaction import compact
 from tether.memory.prompt import assemble
 
@@ -53,6 +54,7 @@ async def converse(ctx: Context, text: str | None = None) -> str:
         facts_tokens=memory.facts_tokens,
         message=text,
     )
+    await recall_into(ctx, prompt, text)  # memory.recall: auto
     vision.attach(prompt.messages, seen)
     # Recorded first: if the budget stops this turn, the user's words are still kept.
     ctx.memory.add("user", seen.memory_text)

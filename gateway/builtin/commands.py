@@ -2,10 +2,10 @@
 
 A newcomer's first ``/help`` or ``/start`` should be answered the same way whichever
 agent is configured, not echoed back verbatim: ``/start``, ``/help``, ``/usage``,
-``/remember``, ``/facts`` and ``/forget`` live here, included after the plugins (a plugin may shadow
-one) and before the agent. ``/help`` lists what really exists: these, the agent's own
-commands, the plugins' commands (their handler's first docstring line), and the access
-commands (``/whoami``; ``/approve`` only to admins).
+``/remember``, ``/facts``, ``/forget`` and ``/search`` live here, included after the
+plugins (a plugin may shadow one) and before the agent. ``/help`` lists what really
+exists: these, the agent's own commands, the plugins' commands (their handler's first
+docstring line), and the access commands (``/whoami``; ``/approve`` only to admins).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from tether.config.schema import Settings
 from tether.events import Event
+from tether.gateway.handler import recall
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Route, Router
 from tether.memory.records import Fact, Usage
@@ -32,6 +33,7 @@ DESCRIPTIONS = {
     "facts": "list the facts I keep in mind in this chat (saved or learned by reflection)",
     "forget": "list saved facts, or forget one ([N | text | all])",
     "usage": "tokens and cost spent in this chat",
+    "search": "find past messages of this chat by words (TEXT)",
     "stop": "stop the answer I am working on now",
     "whoami": "your user and chat ids (for access.allow)",
     "approve": "let in the person who asked for access with CODE (admins)",
@@ -112,6 +114,17 @@ def commands_router(settings: Settings, listing: Router, is_admin: IsAdmin | Non
         ctx.memory.forget([fact.id for fact in chosen])
         listed = "\n".join(f"- {fact.text}" for fact in chosen)
         await ctx.reply(f"Forgotten:\n{listed}")
+
+    @router.command("search")
+    async def search_(ctx: Context) -> None:
+        query = ctx.event.args.strip()
+        if not query:
+            await ctx.reply("What should I look for? /search WORDS")
+            return
+        hits = await recall.search(ctx, query, 5)
+        lines = recall.found_lines(hits, ctx.conversation, settings.memory.recall_tokens)
+        found = "\n".join(lines) if lines else f"Nothing found for {query!r}."
+        await ctx.reply(found, quote=False)
 
     @router.command("usage")
     async def usage(ctx: Context) -> None:

@@ -1,4 +1,5 @@
-"""Built-in tools about the conversation's own memory: ``remember`` and ``forget``.
+"""Built-in tools about the conversation's own memory: ``remember``, ``forget`` and
+``search_memory`` (:mod:`.recall`).
 
 They do what ``/remember`` and ``/forget`` do, when the person asks in their own words
 ("remember that I'm vegetarian"). Both write through ``ctx.memory``, so the change is
@@ -15,6 +16,7 @@ from tether.config.tools import ToolsConfig
 from tether.errors import ToolError
 from tether.gateway.handler.python_tool import python_tool
 from tether.gateway.handler.tool import Tool
+from tether.gateway.tools.recall import search_memory
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -58,6 +60,7 @@ async def forget(ctx: Context, matching: str) -> str:
 _ALL = {
     "remember": python_tool(remember, idempotent=True),
     "forget": python_tool(forget, idempotent=True),
+    "search_memory": python_tool(search_memory, idempotent=True),
 }
 
 

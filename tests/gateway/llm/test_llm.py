@@ -199,16 +199,16 @@ async def test_a_prompt_larger_than_the_task_budget_is_never_sent(
 async def test_the_daily_budget_stops_a_conversation_until_tomorrow(
     tmp_path: Path, fake: FakeModel
 ) -> None:
-    fake.usage = (960, 20)
-    settings = llm_settings(tmp_path, fake, daily_token_budget=1000)
+    fake.usage = (1960, 20)  # the prompt with its tool schemas is ~1,000
+    settings = llm_settings(tmp_path, fake, daily_token_budget=2000)
     async with running(settings) as (_gateway, adapter):
         assert await turn(adapter, "first") == "answer to: first"
         assert "daily token budget" in await turn(adapter, "second")
         assert (await turn(adapter, "hi", chat="2")).startswith("answer")  # another chat
         usage = await turn(adapter, "/usage")
     assert fake.calls == 2
-    assert "Today" in usage and "980 tokens (960 prompt + 20 completion)" in usage
-    assert "Daily budget: 980 of 1,000 tokens used" in usage
+    assert "Today" in usage and "1,980 tokens (1,960 prompt + 20 completion)" in usage
+    assert "Daily budget: 1,980 of 2,000 tokens used" in usage
 
 
 # -- routing, fallbacks and errors -------------------------------------------------------

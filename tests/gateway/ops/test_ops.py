@@ -151,7 +151,7 @@ async def test_llm_tokens_and_cost_are_metrics(tmp_path: Path) -> None:
     try:
         # The budget leaves room for the built-in tools' schemas, which count as prompt.
         settings = make_settings(
-            tmp_path, llm=llm_section(fake), memory={"task_token_budget": 1000}
+            tmp_path, llm=llm_section(fake), memory={"task_token_budget": 3000}
         )
         async with running(settings) as (_gateway, loop):
             await turn(loop, "hello")  # the fake reports 110 tokens spent

@@ -281,8 +281,8 @@ async def test_a_round_that_would_cross_the_budget_is_not_made(
     tmp_path: Path, fake: FakeModel
 ) -> None:
     fake.reply = scripted(asks_for(tool_call("add", {"a": 1})), "never asked")
-    fake.usage = (1000, 80)  # the first round spends 1080 of 1100
-    settings = settings_for(tmp_path, fake, memory={"task_token_budget": 1100})
+    fake.usage = (2000, 80)  # the first round spends 2080 of 2100 (tool schemas: ~1,000)
+    settings = settings_for(tmp_path, fake, memory={"task_token_budget": 2100})
     with structlog.testing.capture_logs() as logs:
         async with running(settings, router_for(settings)) as (gateway, loop):
             await loop.say("add one")
@@ -319,10 +319,8 @@ async def test_remember_and_forget_are_tools_and_each_can_be_switched_off(
 
 async def test_no_tools_no_tools_parameter(tmp_path: Path, fake: FakeModel) -> None:
     fake.reply = scripted("plain")
-    off = dict.fromkeys(
-        ["remember", "forget", "schedule", "list_schedules", "cancel_schedule", "start_task"],
-        False,
-    )
+    names = ["remember", "forget", "schedule", "list_schedules", "cancel_schedule"]
+    off = dict.fromkeys([*names, "start_task", "search_memory"], False)
     settings = settings_for(tmp_path, fake, agent={"tools": off})
     async with running(settings) as (gateway, loop):
         await loop.say("hi")

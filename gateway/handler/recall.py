@@ -1,0 +1,62 @@
+"""What a turn may recall, and how a found turn reads: shared by the ``search_memory``
+tool, ``/search`` and ``memory.recall: auto``.
+
+The scope follows where the answer is read. In a DM only the person reads it, so their
+own conversations are searched too (their other DMs, on any platform, and their own
+sessions in groups). In a group, others read the answer, so only what was said in that
+conversation is: a person's DM never surfaces in front of someone else. A task searches
+the conversation that started it. The store applies the scope in its query
+(:class:`~tether.memory.recall.Scope`); this only says whose it is.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from tether.events import Kind
+from tether.memory import tokens
+from tether.memory.recall import Hit, Scope
+
+if TYPE_CHECKING:
+    from tether.gateway.handler.context import Context
+
+#: Characters of one found turn shown (a long answer is cut, saying so).
+SHOWN = 400
+
+
+def scope_for(ctx: Context) -> Scope:
+    """What ``ctx``'s turn may search (see the module)."""
+    event = ctx.event
+    if event.kind is Kind.TASK:
+        spec = event.meta.get("task")
+        parent = spec.get("parent") if isinstance(spec, dict) else None
+        return Scope.person(parent if isinstance(parent, str) else ctx.conversation)
+    if event.conversation.chat_type == "dm":
+        return Scope.person(ctx.conversation, ctx.memory.owner)
+    return Scope.person(ctx.conversation)
+
+
+async def search(ctx: Context, query: str, limit: int) -> list[Hit]:
+    from tether.gateway.handler.context import turn_of
+
+    return await turn_of(ctx).store.search(query, scope_for(ctx), limit)
+
+
+def found_lines(hits: list[Hit], here: str, budget: int) -> list[str]:
+    """``hits`` as lines with their date and place, as many as fit ``budget`` tokens."""
+    out: list[str] = []
+    spent = 0
+    for hit in hits:
+        when = datetime.fromtimestamp(hit.created, UTC).strftime("%Y-%m-%d")
+        where = "this chat" if hit.conversation == here else hit.conversation
+        text = " ".join(hit.text.split())
+        if len(text) > SHOWN:
+            text = text[: SHOWN - 1] + "…"
+        line = f"[{when}, {where}] {hit.role}: {text}"
+        cost = tokens.count(line)
+        if out and spent + cost > budget:
+            break
+        out.append(line)
+        spent += cost
+    return out
