@@ -20,7 +20,7 @@ from tether.config import Settings, load, plugin_path
 from tether.config.console import exposure_problem
 from tether.config.mcp import missing_program
 from tether.errors import ConfigError, GatewayError, JobError
-from tether.gateway import inspection, inspection_tasks, inspection_waits
+from tether.gateway import inspection, inspection_search, inspection_tasks, inspection_waits
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters, load_router
 from tether.gateway.handler.plugins import check_job_handlers
@@ -142,6 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     tasks.add_argument("id", nargs="?", help="the task's ID (cancel)")
     tasks.add_argument("--all", action="store_true", help="the ended ones too, newest first")
     tasks.add_argument("--json", action="store_true", help="one JSON object a line (list)")
+    found = command(
+        "search", inspection_search.search, "search every conversation's history by words"
+    )
+    found.add_argument("words", nargs="+", help="what the turns contain (any language)")
+    found.add_argument("--conversation", help="only this one (platform:chat, as listed)")
+    found.add_argument("--limit", type=int, default=inspection_search.LIMIT, help="at most N")
+    found.add_argument("--json", action="store_true", help="one JSON object a line")
     return parser
 
 

@@ -21,6 +21,7 @@ Routes::
     GET  /ui/approvals
     GET  /ui/tasks            POST /ui/tasks/cancel
     GET  /ui/conversations    GET /ui/conversation?c=    POST /ui/conversation/fact
+    GET  /ui/search?q=&c=
     GET  /ui/jobs             POST /ui/jobs/run
     GET  /ui/live             GET /ui/api/live  (server-sent events)
     GET  /ui/chat             POST /ui/api/chat/send    GET /ui/api/chat/log?chat=
@@ -72,6 +73,7 @@ def mount_console(app: web.Application, host: ConsoleHost) -> None:
     post("/tasks/cancel", actions.cancel_task)
     get("/conversations", pages.conversations)
     get("/conversation", pages.conversation)
+    get("/search", pages.search)
     post("/conversation/fact", actions.fact)
     get("/jobs", pages.jobs)
     post("/jobs/run", actions.run_job)

@@ -1,6 +1,6 @@
 """The console's pages that only read: overview, events and their timelines, dead
-letters, approvals, tasks, conversations, jobs, and the shells of the live stream and the web
-chat.
+letters, approvals, tasks, conversations, search, jobs, and the shells of the live stream
+and the web chat.
 
 Everything shown comes from the store (and, for connection states, from the adapters),
 read per request: the page is what is true now, whichever process wrote it.
@@ -22,6 +22,7 @@ from tether.gateway.web.render import Renderer
 from tether.gateway.web.retry import outcome
 from tether.gateway.web.timeline import entries
 from tether.memory.console import SERIES
+from tether.memory.recall import Scope
 from tether.memory.records import UNSENT_OUTBOX
 from tether.scheduler.jobs import last_fire, now_utc
 
@@ -30,6 +31,8 @@ STATUSES = ("received", "running", "retry_wait", "waiting", "done", "dead")
 APPROVALS, DECIDED = 200, 100
 #: How many tasks the page reads for its ended ones.
 TASKS = 200
+#: How many turns a search shows; how long a query may be.
+FOUND, QUERY = 50, 500
 HOUR, MINUTE = 3600.0, 60.0
 
 
@@ -160,6 +163,17 @@ class Pages:
     async def conversations(self, request: web.Request) -> web.Response:
         found = await self.host.store.conversation_list(200)
         return self.render.page(request, "conversations.html", conversations=found)
+
+    async def search(self, request: web.Request) -> web.Response:
+        """Every conversation's history by words, the operator's scope (``tether
+        search``): DMs included, ``c`` narrows it to one conversation."""
+        query = request.query.get("q", "").strip()[:QUERY]
+        conversation = request.query.get("c", "").strip()[:200]
+        scope = Scope.operator(conversation or None)
+        hits = await self.host.store.search(query, scope, FOUND) if query else []
+        return self.render.page(
+            request, "search.html", query=query, conversation=conversation, hits=hits
+        )
 
     async def conversation(self, request: web.Request) -> web.Response:
         store = self.host.store

@@ -103,8 +103,8 @@ async def test_console_is_absent_unless_enabled(tmp_path: Path) -> None:
 async def test_without_a_session_pages_redirect_and_apis_answer_401(tmp_path: Path) -> None:
     async with console(ui_settings(tmp_path)) as (_gateway, base), client() as session:
         for page in ("/ui", "/ui/", "/ui/events?key=x", "/ui/dead", "/ui/conversations",
-                     "/ui/conversation?c=web:1", "/ui/jobs", "/ui/tasks", "/ui/live",
-                     "/ui/chat"):  # fmt: skip
+                     "/ui/conversation?c=web:1", "/ui/jobs", "/ui/tasks", "/ui/search?q=x",
+                     "/ui/live", "/ui/chat"):  # fmt: skip
             async with session.get(base + page) as response:
                 assert response.url.path == "/ui/login", page
                 assert "next=" in response.url.query_string
