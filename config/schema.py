@@ -129,6 +129,9 @@ class MemoryConfig(Section):
     recall: Literal["off", "auto"] = "off"
     #: Tokens of found turns: in a prompt (``recall: auto``) and in one tool result.
     recall_tokens: int = Field(default=600, ge=50)
+    #: Files ``search_memory`` also searches: paths, folders or globs (``docs/**/*.md``),
+    #: relative to the working directory; Markdown, text and PDF. Re-read on reload.
+    documents: list[str] = Field(default_factory=list)
 
     @field_validator("store")
     @classmethod

@@ -44,6 +44,7 @@ from tether.gateway.tasks import Tasks, TaskTools
 from tether.gateway.tools import approvals
 from tether.gateway.tools.toolbox import build_toolbox
 from tether.memory import tokens
+from tether.memory.documents import refreshed
 from tether.memory.store import Store
 from tether.memory.stores import open_store
 from tether.redaction import redactor
@@ -214,6 +215,11 @@ class Gateway:
         if parts.settings.access.rate_limit != before.access.rate_limit:
             self.inbox.throttle = parts.throttle  # an unchanged limit keeps its counts
 
+    async def refresh_documents(self, settings: Settings) -> None:
+        """``memory.documents`` (re)indexed: at the start, at each reload."""
+        docs = settings.memory.documents
+        self.pipeline.documents = await refreshed(self.pipeline.documents, docs)
+
     def _take(self, parts: Parts) -> None:
         self.settings, self.access, self.router = parts.settings, parts.access, parts.router
         self.jobs, self.llm = parts.jobs, parts.llm
@@ -262,12 +268,8 @@ class Gateway:
                 raise
             undo.pop_all()  # started: from here on, stop() takes over
         self._up = True
-        log.info(
-            "gateway.started",
-            platforms=sorted(self.adapters),
-            store=self.store.__class__.__name__,
-            loop=running_loop(),
-        )
+        store, loop = type(self.store).__name__, running_loop()
+        log.info("gateway.started", platforms=sorted(self.adapters), store=store, loop=loop)
 
     async def _start(self, undo: contextlib.AsyncExitStack) -> None:
         """The steps of :meth:`start`; each pushes its undo onto ``undo`` before it runs,
@@ -293,6 +295,7 @@ class Gateway:
             await asyncio.to_thread(self.llm.prepare)
         undo.push_async_callback(quietly, "tools.stop", self.toolbox.stop)
         await self.toolbox.start()
+        await self.refresh_documents(self.settings)
         for adapter in self.adapters.values():
             undo.push_async_callback(quietly, f"{adapter.platform}.close", adapter.close)
             await adapter.open()

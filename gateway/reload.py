@@ -93,6 +93,8 @@ class Running(Protocol):
 
     def apply(self, parts: Parts) -> None: ...
 
+    async def refresh_documents(self, settings: Settings) -> None: ...
+
     async def replace_adapter(self, name: str, adapter: Adapter) -> Adapter: ...
 
     async def replace_scheduler(self, jobs: list[Job]) -> None: ...
@@ -270,6 +272,7 @@ class Reloader:
                 self._retired_adapters.append(await gateway.replace_adapter(name, adapter))
             if self._schedule and settings.jobs != old.jobs:
                 await gateway.replace_scheduler(parts.jobs)
+            await gateway.refresh_documents(settings)  # what changed on disk, re-read
         finally:
             self._swapping = False
         return changed, restart

@@ -55,6 +55,7 @@ from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
 from tether.gateway.llm.waits import ModelBusy
 from tether.keys import dead_key, outbox_key
+from tether.memory.documents import DocumentIndex
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow
 from tether.memory.roles import EventStore
 from tether.memory.waits import Wait
@@ -107,6 +108,8 @@ class Pipeline:
         self.waits = waits or Waits(store, shared=store.shared)
         #: What starts background tasks (``ctx.spawn``; gateway/tasks/), set by the gateway.
         self.tasks: Spawner | None = None
+        #: ``memory.documents``, indexed (set by the gateway, replaced by a reload).
+        self.documents: DocumentIndex | None = None
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""
@@ -131,6 +134,7 @@ class Pipeline:
             ask_timeout=self.config.ask_timeout,
             tasks=self.tasks,
             last_attempt=row.attempts >= self.config.max_attempts,
+            documents=self.documents,
         )
         turn.asking.clock = self.waits.clock
         ctx = Context(event, row.conversation, row.attempts, elog, turn)

@@ -33,6 +33,7 @@ from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
 from tether.keys import owner_of
 from tether.memory.conversation import ConversationMemory
+from tether.memory.documents import DocumentIndex
 from tether.memory.roles import HandlerStore
 from tether.memory.tasks import Task
 
@@ -80,6 +81,8 @@ class Turn:
     last_attempt: bool = False
     #: Spawns so far in this run, outside tools: the next one's position (``spawn:N``).
     spawned: int = 0
+    #: ``memory.documents``, indexed: what ``search_memory`` searches beside the history.
+    documents: DocumentIndex | None = None
 
 
 def turn_of(ctx: Context) -> Turn:

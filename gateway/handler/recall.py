@@ -21,8 +21,11 @@ from tether.memory.recall import Hit, Scope
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
 
-#: Characters of one found turn shown (a long answer is cut, saying so).
-SHOWN = 400
+#: Characters of one found turn shown (a long answer is cut, saying so), and of a
+#: document's chunk (the passage is the answer).
+SHOWN, DOCUMENT_SHOWN = 400, 1200
+#: The role of a document's chunk among hits (memory/documents/index.py).
+DOCUMENT = "document"
 
 
 def scope_for(ctx: Context) -> Scope:
@@ -48,12 +51,16 @@ def found_lines(hits: list[Hit], here: str, budget: int) -> list[str]:
     out: list[str] = []
     spent = 0
     for hit in hits:
-        when = datetime.fromtimestamp(hit.created, UTC).strftime("%Y-%m-%d")
-        where = "this chat" if hit.conversation == here else hit.conversation
         text = " ".join(hit.text.split())
-        if len(text) > SHOWN:
-            text = text[: SHOWN - 1] + "…"
-        line = f"[{when}, {where}] {hit.role}: {text}"
+        shown = DOCUMENT_SHOWN if hit.role == DOCUMENT else SHOWN
+        if len(text) > shown:
+            text = text[: shown - 1] + "…"
+        if hit.role == DOCUMENT:  # a chunk of memory.documents: where it is, not when
+            line = f"[{hit.conversation}] {text}"
+        else:
+            when = datetime.fromtimestamp(hit.created, UTC).strftime("%Y-%m-%d")
+            where = "this chat" if hit.conversation == here else hit.conversation
+            line = f"[{when}, {where}] {hit.role}: {text}"
         cost = tokens.count(line)
         if out and spent + cost > budget:
             break

@@ -10,11 +10,14 @@ that is itself memoized.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from tether.errors import ToolError
+from tether.gateway.handler.context import turn_of
 from tether.gateway.handler.recall import found_lines, search
 from tether.memory import tokens
+from tether.memory.recall.query import rank, terms
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -27,8 +30,10 @@ RECALLED = "Recalled from earlier conversations (by search; it may be out of dat
 
 async def search_memory(ctx: Context, query: str, limit: int = 5) -> str:
     """Search past messages of this chat (and, in a private chat, the person's other
-    chats) by words, when the answer is not in the conversation you see: "what did we
-    decide about the venue in March?". Returns the best matches with their date.
+    chats), and the documents you were given, by words, when the answer is not in the
+    conversation you see: "what did we decide about the venue in March?", "what does
+    the handbook say about refunds?". Returns the best matches with their date and
+    where they are from.
 
     Args:
         query: Words the messages you look for contain (any language).
@@ -36,7 +41,12 @@ async def search_memory(ctx: Context, query: str, limit: int = 5) -> str:
     """
     if not query.strip():
         raise ToolError("say what to search for: 'query' is empty")
-    hits = await search(ctx, query, max(1, min(MOST, int(limit))))
+    wanted = max(1, min(MOST, int(limit)))
+    hits = await search(ctx, query, wanted)
+    documents = turn_of(ctx).documents
+    if documents is not None:
+        found = await asyncio.to_thread(documents.search, query, wanted)
+        hits = rank(hits + found, terms(query), wanted)
     if not hits:
         return f"nothing found for {query!r}"
     budget = ctx.llm.settings.memory.recall_tokens if ctx.llm.configured else 600
