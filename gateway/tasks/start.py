@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -78,6 +78,8 @@ class Tasks:
         """Start ``request`` from ``ctx``'s turn, or raise TaskRefused saying why not."""
         known = await self.store.task(task_id(ctx.event.key, request.position))
         if known is not None:  # this turn started it in an earlier run
+            if known.open and known.target:  # whose status message died with that run
+                await _announce(ctx, known.id, known.goal, known.target, _reply_meta(ctx))
             return known
         config = self.config(ctx)
         if not config.enabled:
@@ -101,11 +103,7 @@ class Tasks:
             budget=spec.budget,
         )
         if spec.target:
-            await ctx.send(
-                spec.target,
-                f"⏳ Task {spec.id} started: {short(spec.goal)}\n/cancel {spec.id} stops it.",
-                meta={**spec.reply_meta, STATUS_META: spec.id},
-            )
+            await _announce(ctx, spec.id, spec.goal, spec.target, spec.reply_meta)
         return task
 
     async def _spec(self, ctx: Context, request: SpawnRequest, config: TasksConfig) -> TaskSpec:
@@ -147,10 +145,7 @@ class Tasks:
                 " try again when one has finished."
             )
         now = time.time()
-        meta = event.meta.get(REPLY_META)
-        reply_meta = (
-            {k: v for k, v in meta.items() if k != "interaction"} if isinstance(meta, dict) else {}
-        )
+        reply_meta = _reply_meta(ctx)
         target = event.conversation.target()
         return TaskSpec(
             id=task_id(event.key, request.position),
@@ -205,6 +200,25 @@ class Tasks:
             metrics.TASKS.labels("cancelled").inc()
             log.info("task.cancelled", task=task_id, by=by)
         return task, ended
+
+
+async def _announce(
+    ctx: Context, ident: str, goal: str, target: str, reply_meta: dict[str, Any]
+) -> None:
+    """Queue the task's status message in the starting turn (committed with it). A re-run
+    of that turn queues it again: the run that started the task died before its
+    checkpoint, so its message was never sent (a committed turn is not run again)."""
+    await ctx.send(
+        target,
+        f"⏳ Task {ident} started: {short(goal)}\n/cancel {ident} stops it.",
+        meta={**reply_meta, STATUS_META: ident},
+    )
+
+
+def _reply_meta(ctx: Context) -> dict[str, Any]:
+    """What the starter's replies carry to answer in its chat (a thread, a reply mode)."""
+    meta = ctx.event.meta.get(REPLY_META)
+    return {k: v for k, v in meta.items() if k != "interaction"} if isinstance(meta, dict) else {}
 
 
 def by_operator(task: Task | None) -> bool:
