@@ -3,7 +3,7 @@ handler's ``ctx.spawn``, run in a lane of their own, delivered once, bounded, ca
 
 The model is the real ``openai`` client against the fake OpenAI-compatible server; a
 request whose system prompt carries the task brief (:data:`~tether.gateway.tasks.run.BRIEF`)
-is the task's, any other the chat's. SIGKILL versions: test_tasks_crash.py.
+is the task's, any other the chat's. SIGKILL versions: test_task_crash.py.
 """
 
 from __future__ import annotations
