@@ -296,6 +296,26 @@ MIGRATIONS: list[str] = [
     CREATE INDEX messages_owner ON messages (owner, id) WHERE owner IS NOT NULL;
     CREATE INDEX messages_search ON messages USING gin (to_tsvector('simple', text));
     """,
+    # one person across chats and platforms (memory/people.py): each linked identity
+    # (``platform:user``) names its person (the identity that issued the first link
+    # code); the pending one-time link codes; and whom a fact is about (NULL: the chat
+    # it was said in, as every fact before it)
+    """
+    CREATE TABLE people (
+        identity TEXT PRIMARY KEY,
+        person   TEXT NOT NULL,
+        linked   DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX people_person ON people(person);
+    CREATE TABLE link_codes (
+        code     TEXT PRIMARY KEY,
+        identity TEXT NOT NULL,
+        expires  DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX link_codes_identity ON link_codes(identity);
+    ALTER TABLE facts ADD COLUMN owner TEXT;
+    CREATE INDEX facts_owner ON facts(owner, id) WHERE owner IS NOT NULL;
+    """,
 ]
 
 
