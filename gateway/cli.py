@@ -20,7 +20,13 @@ from tether.config import Settings, load, plugin_path
 from tether.config.console import exposure_problem
 from tether.config.mcp import missing_program
 from tether.errors import ConfigError, GatewayError, JobError
-from tether.gateway import inspection, inspection_search, inspection_tasks, inspection_waits
+from tether.gateway import (
+    inspection,
+    inspection_people,
+    inspection_search,
+    inspection_tasks,
+    inspection_waits,
+)
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters, load_router
 from tether.gateway.handler.plugins import check_job_handlers
@@ -149,6 +155,12 @@ def _parser() -> argparse.ArgumentParser:
     found.add_argument("--conversation", help="only this one (platform:chat, as listed)")
     found.add_argument("--limit", type=int, default=inspection_search.LIMIT, help="at most N")
     found.add_argument("--json", action="store_true", help="one JSON object a line")
+    person = command(
+        "who", inspection_people.who, "show the identities linked as one person, and unlink"
+    )
+    person.add_argument("identity", help="PLATFORM:USER, as /whoami shows it")
+    person.add_argument("--unlink", action="store_true", help="take it out of its person")
+    person.add_argument("--json", action="store_true", help="one JSON object")
     return parser
 
 

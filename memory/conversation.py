@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 
 from tether.memory import tokens
+from tether.memory.people import PeopleStore
 from tether.memory.records import (
     ConversationState,
     Fact,
@@ -27,12 +28,23 @@ from tether.memory.roles import ConversationStore
 
 class ConversationMemory:
     def __init__(
-        self, store: ConversationStore, conversation: str, owner: str | None = None
+        self,
+        store: ConversationStore,
+        conversation: str,
+        owner: str | None = None,
+        *,
+        writer: str | None = None,
+        people: PeopleStore | None = None,
     ) -> None:
         self.store = store
         self.conversation = conversation
         #: Whose conversation this is (:attr:`Turn.owner`), written with each turn.
         self.owner = owner
+        #: Who is writing this turn (``platform:user``), whose person-facts it sees;
+        #: None for a turn without a person (a cron fire).
+        self.writer = writer
+        self._people = people
+        self._identities: tuple[str, ...] | None = None
         self.pending: list[Turn] = []
         self.changes = MemoryChanges(conversation)
         self._state: ConversationState | None = None
@@ -57,9 +69,20 @@ class ConversationMemory:
         state = await self.state()
         return await self.store.recent(self.conversation, budget, after_id=state.context_from)
 
+    async def identities(self) -> tuple[str, ...]:
+        """The writer and every identity linked with them (:mod:`tether.memory.people`);
+        empty for a turn without a person. Read once per turn."""
+        if self.writer is None:
+            return ()
+        if self._identities is None:
+            linked = await self._people.identities(self.writer) if self._people else ()
+            self._identities = linked or (self.writer,)
+        return self._identities
+
     async def facts(self, budget: int | None = None) -> list[Fact]:
-        """Saved facts, oldest first: all, or the newest that fit ``budget`` tokens."""
-        return await self.store.facts(self.conversation, budget)
+        """The facts this turn sees, oldest first: all, or the newest that fit ``budget``
+        tokens. The chat's own and the writer's person-facts, never anyone else's."""
+        return await self.store.facts(self.conversation, budget, await self.identities())
 
     # -- writes (at checkpoint) -------------------------------------------------------
 
@@ -99,11 +122,24 @@ class ConversationMemory:
         state.summarized_upto = covered[-1].id
         self.changes.summarized = (covered[0].id, covered[-1].id)
 
-    def remember(self, text: str) -> None:
-        self.changes.facts.append((text, tokens.count_message(text)))
+    def remember(self, text: str, about: str | None = None) -> None:
+        """Save a fact about the chat, or about the person ``about`` (an identity)."""
+        if about is None:
+            self.changes.facts.append((text, tokens.count_message(text)))
+        else:
+            self.changes.person_facts.append((text, tokens.count_message(text), about))
 
     def forget(self, fact_ids: list[int]) -> None:
         self.changes.forget.extend(fact_ids)
+
+    def forget_facts(self, facts: list[Fact]) -> None:
+        """Forget ``facts`` as this turn listed them: the chat's by id, a person's by id
+        and owner (it may have been said elsewhere)."""
+        for fact in facts:
+            if fact.owner is None:
+                self.changes.forget.append(fact.id)
+            else:
+                self.changes.forget_owned.append((fact.id, fact.owner))
 
     def record_usage(self, record: UsageRecord) -> None:
         """Tokens spent by one LLM call of this event (idempotent on ``record.name``)."""

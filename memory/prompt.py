@@ -31,9 +31,14 @@ class Prompt:
 def system_text(persona: str, facts: list[Fact], summary: str) -> str:
     """The system message: who the agent is, what it must remember, what came before."""
     parts = [persona.strip()]
-    if facts:
-        listed = "\n".join(f"- {fact.text}" for fact in facts)
+    chat = [fact for fact in facts if fact.owner is None]
+    person = [fact for fact in facts if fact.owner is not None]
+    if chat:
+        listed = "\n".join(f"- {fact.text}" for fact in chat)
         parts.append(f"Facts to remember in this conversation:\n{listed}")
+    if person:  # only ever the writer's own (ConversationMemory.facts), so "you" is right
+        listed = "\n".join(f"- {fact.text}" for fact in person)
+        parts.append(f"What the person writing to you now told you about themselves:\n{listed}")
     if summary:
         parts.append(f"Summary of the earlier conversation:\n{summary.strip()}")
     return "\n\n".join(part for part in parts if part)

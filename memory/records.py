@@ -100,10 +100,15 @@ class Fact:
     """Long-term memory: something the user or the agent asked to remember."""
 
     id: int
+    #: Where it was said.
     conversation: str
     text: str
     tokens: int
     created: float = 0.0
+    #: Whom it is about (``platform:user``): a person's fact, shown in that person's own
+    #: turns wherever they write (their linked identities too, :mod:`tether.memory.people`);
+    #: None for a fact about the chat, shown in that chat only.
+    owner: str | None = None
 
 
 @dataclass(slots=True)
@@ -170,10 +175,15 @@ class MemoryChanges:
     conversation: str
     #: The whole new ``conversations`` row, when persona, summary or context changed.
     state: ConversationState | None = None
-    #: New facts as ``(text, tokens)``.
+    #: New facts about the chat as ``(text, tokens)``.
     facts: list[tuple[str, int]] = field(default_factory=list)
+    #: New facts about a person as ``(text, tokens, owner)``, numbered after ``facts``.
+    person_facts: list[tuple[str, int, str]] = field(default_factory=list)
     #: Ids of facts to forget.
     forget: list[int] = field(default_factory=list)
+    #: A person's facts to forget, as ``(id, owner)``: they may have been said in another
+    #: conversation, so the owner, not the conversation, is what the delete is bound to.
+    forget_owned: list[tuple[int, str]] = field(default_factory=list)
     #: Ids of facts to retire: marked, out of prompts and listings, kept in the store.
     retire: list[int] = field(default_factory=list)
     #: ``(first, last)`` message ids the new summary covers; they are marked, never deleted.
@@ -193,7 +203,9 @@ class MemoryChanges:
             self.task
             or self.state
             or self.facts
+            or self.person_facts
             or self.forget
+            or self.forget_owned
             or self.retire
             or self.summarized
             or self.usage

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from tether.events import Event, OutMessage
+from tether.memory.people import PeopleStore
 from tether.memory.recall.query import Hit, Scope
 from tether.memory.records import (
     ConversationState,
@@ -271,8 +272,13 @@ class ConversationStore(Protocol):
         """The conversation's row, or a default one if nothing was ever stored."""
 
     @abc.abstractmethod
-    async def facts(self, conversation: str, budget: int | None = None) -> list[Fact]:
-        """The conversation's facts, oldest first: all, or the newest that fit ``budget``."""
+    async def facts(
+        self, conversation: str, budget: int | None = None, owners: Sequence[str] = ()
+    ) -> list[Fact]:
+        """The facts a turn in ``conversation`` sees, oldest first: all, or the newest
+        that fit ``budget``. The chat's own (about no one), and those about any identity
+        in ``owners`` (the person writing, linked identities included) wherever they were
+        said; never a fact about someone else."""
 
     @abc.abstractmethod
     async def usage(self, conversation: str, since: str = "") -> list[Usage]:
@@ -378,7 +384,14 @@ class RecallStore(Protocol):
 
 
 class HandlerStore(
-    StepStore, ConversationStore, WaitStore, OutboxStore, TaskStore, RecallStore, Protocol
+    StepStore,
+    ConversationStore,
+    WaitStore,
+    OutboxStore,
+    TaskStore,
+    RecallStore,
+    PeopleStore,
+    Protocol,
 ):
     """A handler's :class:`~tether.gateway.handler.context.Context`: its steps, its
     memory, and its waits with the replies earlier runs committed beside them."""

@@ -18,6 +18,7 @@ import abc
 from typing import Protocol
 
 from tether.memory.operator import ConsoleStore, PairingStore, ReportStore
+from tether.memory.people import PeopleStore
 from tether.memory.records import (
     UNFINISHED_INBOX,
     UNSENT_OUTBOX,
@@ -72,6 +73,7 @@ __all__ = [
     "OutboxStore",
     "Pairing",
     "PairingStore",
+    "PeopleStore",
     "ReportStore",
     "RevocationStore",
     "StepStore",
@@ -99,6 +101,7 @@ class Store(
     ReminderStore,
     ConsoleStore,
     RevocationStore,
+    PeopleStore,
     BlobStore,
     Protocol,
 ):

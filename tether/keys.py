@@ -161,6 +161,19 @@ def owner_of(event: Event, session: str) -> str | None:
     return None
 
 
+def writer_of(event: Event) -> str | None:
+    """Who is writing ``event`` (``platform:user``), the person whose person-facts its turn
+    sees (:mod:`tether.memory.people`): the sender; a task's, its starter; None for an
+    event without a person (a cron fire) or from a bot."""
+    if is_task(event.key):
+        spec = event.meta.get(TASK_PLATFORM)
+        sender = spec.get("sender") if isinstance(spec, dict) else None
+        return sender if isinstance(sender, str) and sender else None
+    if event.sender is None or event.sender.is_bot or event.platform == "cron":
+        return None
+    return sender_name(event)
+
+
 def task_key(task_id: str) -> str:
     """The key of task ``task_id``'s event (DESIGN §13)."""
     return f"{TASK_PLATFORM}:{task_id}"

@@ -2,6 +2,7 @@
 
 - ``access.py``    who may talk to the bot: allow lists, admins, pairing, the owner code
 - ``commands.py``  /start, /help, /usage, /remember, /forget
+- ``people.py``    /link, /unlink: one person across platforms; whom a fact is about
 - ``stop.py``      the ``/stop`` command (its mechanism is :mod:`tether.gateway.core.stop`)
 - ``presses.py``   button presses nothing handled: logged, never answered by the agent
 - ``echo.py``      the ``echo`` agent, and what an edited message is answered with

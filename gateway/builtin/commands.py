@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from tether.config.schema import Settings
 from tether.events import Event
+from tether.gateway.builtin.people import about
 from tether.gateway.handler import recall
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Route, Router
@@ -29,11 +30,13 @@ DESCRIPTIONS = {
     "help": "this list",
     "reset": "start a fresh context (the old conversation is archived, not deleted)",
     "persona": 'show or set who I am in this chat ([text]); "/persona reset" restores it',
-    "remember": "save a fact I keep in mind in this chat (TEXT)",
-    "facts": "list the facts I keep in mind in this chat (saved or learned by reflection)",
+    "remember": "save a fact I keep in mind (TEXT); about you, it follows you to every chat",
+    "facts": "list the facts I keep in mind here (saved or learned by reflection)",
     "forget": "list saved facts, or forget one ([N | text | all])",
     "usage": "tokens and cost spent in this chat",
     "search": "find past messages of this chat by words (TEXT)",
+    "link": "link your account on another platform to this one ([CODE])",
+    "unlink": "undo /link for this account",
     "stop": "stop the answer I am working on now",
     "whoami": "your user and chat ids (for access.allow)",
     "approve": "let in the person who asked for access with CODE (admins)",
@@ -93,25 +96,29 @@ def commands_router(settings: Settings, listing: Router, is_admin: IsAdmin | Non
         if not text:
             await ctx.reply("What should I remember? /remember TEXT")
             return
-        ctx.memory.remember(text)
-        await ctx.reply(f"I'll remember: {text}")
+        whom = about(ctx, text)
+        ctx.memory.remember(text, about=whom)
+        # in a DM every fact is the person's; in a group, say that this one follows them
+        where = " about you" if whom and ctx.event.conversation.chat_type != "dm" else ""
+        await ctx.reply(f"I'll remember{where}: {text}")
 
     @router.command("facts")
     async def facts_(ctx: Context) -> None:
-        await ctx.reply(_list_facts(await ctx.memory.facts()))
+        await ctx.reply(_list_facts(await ctx.memory.facts(), _in_group(ctx)))
 
     @router.command("forget")
     async def forget(ctx: Context) -> None:
         facts = await ctx.memory.facts()
         wanted = ctx.event.args.strip()
         if not wanted:
-            await ctx.reply(_list_facts(facts))
+            await ctx.reply(_list_facts(facts, _in_group(ctx)))
             return
         chosen = _choose(facts, wanted)
         if not chosen:
-            await ctx.reply(f"No saved fact matches {wanted!r}.\n\n{_list_facts(facts)}")
+            listing = _list_facts(facts, _in_group(ctx))
+            await ctx.reply(f"No saved fact matches {wanted!r}.\n\n{listing}")
             return
-        ctx.memory.forget([fact.id for fact in chosen])
+        ctx.memory.forget_facts(chosen)
         listed = "\n".join(f"- {fact.text}" for fact in chosen)
         await ctx.reply(f"Forgotten:\n{listed}")
 
@@ -136,10 +143,19 @@ def commands_router(settings: Settings, listing: Router, is_admin: IsAdmin | Non
     return router
 
 
-def _list_facts(facts: list[Fact]) -> str:
+def _in_group(ctx: Context) -> bool:
+    return ctx.event.conversation.chat_type != "dm"
+
+
+def _list_facts(facts: list[Fact], mark: bool = False) -> str:
+    """``facts`` numbered; ``mark``: say which are about the person asking (in a group,
+    where the others are about the chat)."""
     if not facts:
         return "No saved facts. /remember TEXT saves one."
-    listed = "\n".join(f"{n}. {fact.text}" for n, fact in enumerate(facts, start=1))
+    listed = "\n".join(
+        f"{n}. {fact.text}{' (about you)' if mark and fact.owner else ''}"
+        for n, fact in enumerate(facts, start=1)
+    )
     return f"Saved facts:\n{listed}\n\n/forget N, /forget WORDS or /forget all"
 
 

@@ -31,7 +31,7 @@ from tether.gateway.handler.spawn import SpawnRequest
 from tether.gateway.handler.task_llm import TaskLLM
 from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
-from tether.keys import owner_of
+from tether.keys import owner_of, writer_of
 from tether.memory.conversation import ConversationMemory
 from tether.memory.documents import DocumentIndex
 from tether.memory.roles import HandlerStore
@@ -165,7 +165,13 @@ class Context:
         self.conversation = conversation
         self.attempt = attempt
         self.log = log
-        self.memory = ConversationMemory(turn.store, conversation, owner_of(event, conversation))
+        self.memory = ConversationMemory(
+            turn.store,
+            conversation,
+            owner_of(event, conversation),
+            writer=writer_of(event),
+            people=turn.store,
+        )
         #: The messages queued so far (``reply``/``send``), committed with the checkpoint.
         self.outbox: list[OutMessage] = []
         self.data: dict[str, Any] = {}

@@ -28,22 +28,26 @@ SHOWN, DOCUMENT_SHOWN = 400, 1200
 DOCUMENT = "document"
 
 
-def scope_for(ctx: Context) -> Scope:
-    """What ``ctx``'s turn may search (see the module)."""
+async def scope_for(ctx: Context) -> Scope:
+    """What ``ctx``'s turn may search (see the module). In a DM the person's own
+    conversations include those of every identity linked with them
+    (:mod:`tether.memory.people`): the DM is theirs alone, so nothing found is shown to
+    anyone else."""
     event = ctx.event
     if event.kind is Kind.TASK:
         spec = event.meta.get("task")
         parent = spec.get("parent") if isinstance(spec, dict) else None
         return Scope.person(parent if isinstance(parent, str) else ctx.conversation)
     if event.conversation.chat_type == "dm":
-        return Scope.person(ctx.conversation, ctx.memory.owner)
+        linked = await ctx.memory.identities() if ctx.memory.owner else ()
+        return Scope.person(ctx.conversation, ctx.memory.owner, *linked)
     return Scope.person(ctx.conversation)
 
 
 async def search(ctx: Context, query: str, limit: int) -> list[Hit]:
     from tether.gateway.handler.context import turn_of
 
-    return await turn_of(ctx).store.search(query, scope_for(ctx), limit)
+    return await turn_of(ctx).store.search(query, await scope_for(ctx), limit)
 
 
 def found_lines(hits: list[Hit], here: str, budget: int) -> list[str]:

@@ -15,6 +15,7 @@ from tether.memory.blobs import MemoryBlobs
 from tether.memory.inmemory.console import ConsoleTables
 from tether.memory.inmemory.ops import OpsTables
 from tether.memory.inmemory.steps import StepTables
+from tether.memory.people import MemoryPeople
 from tether.memory.recall import MemoryRecall
 from tether.memory.records import (
     UNFINISHED_INBOX,
@@ -45,6 +46,7 @@ class MemoryStore(
     MemoryWaits,
     MemoryBlobs,
     MemoryRevocations,
+    MemoryPeople,
     StepTables,
     OpsTables,
     ConsoleTables,
@@ -295,9 +297,20 @@ class MemoryStore(
         found = self._conversations.get(conversation)
         return copy.deepcopy(found) if found else ConversationState(conversation)
 
-    async def facts(self, conversation: str, budget: int | None = None) -> list[Fact]:
+    async def facts(
+        self, conversation: str, budget: int | None = None, owners: Sequence[str] = ()
+    ) -> list[Fact]:
         self._check()
-        stored = self._facts.get(conversation, [])
+        stored = sorted(
+            (
+                fact
+                for facts in self._facts.values()
+                for fact in facts
+                if (fact.conversation == conversation and fact.owner is None)
+                or fact.owner in owners
+            ),
+            key=lambda fact: fact.id,
+        )
         if budget is None:
             return [replace(fact) for fact in stored]
         out: list[Fact] = []
@@ -341,22 +354,28 @@ class MemoryStore(
         first = 0  # facts are unique by (key, position) across the conversations
         for part in (changes, *changes.elsewhere):
             self._apply_one(key, part, now, first)
-            first += len(part.facts)
+            first += len(part.facts) + len(part.person_facts)
 
     def _apply_one(self, key: str, changes: MemoryChanges, now: float, first: int) -> None:
         conversation = changes.conversation
         if changes.state is not None:
             self._conversations[conversation] = copy.deepcopy(changes.state)
-        for position, (text, tokens) in enumerate(changes.facts, start=first):
+        new = [(text, tokens, None) for text, tokens in changes.facts] + changes.person_facts
+        for position, (text, tokens, owner) in enumerate(new, start=first):
             if (key, position) not in self._fact_keys:
                 self._fact_keys.add((key, position))
                 self._fact_id += 1
-                fact = Fact(self._fact_id, conversation, text, tokens, now)
+                fact = Fact(self._fact_id, conversation, text, tokens, now, owner)
                 self._facts.setdefault(conversation, []).append(fact)
         if changes.forget or changes.retire:
             gone = set(changes.forget) | set(changes.retire)
             stored = self._facts.get(conversation, [])
             self._facts[conversation] = [f for f in stored if f.id not in gone]
+        for fact_id, owner in changes.forget_owned:
+            for where, stored in self._facts.items():
+                self._facts[where] = [
+                    f for f in stored if not (f.id == fact_id and f.owner == owner)
+                ]
         if changes.summarized is not None:
             first, last = changes.summarized
             for turn in self._turns.get(conversation, []):

@@ -29,7 +29,7 @@ TURN_COLUMNS = (
     "id, conversation, role, text, event_key, coalesce(tokens, length(text) + 4),"
     " created, summarized"
 )
-FACT_COLUMNS = "id, conversation, text, tokens, created"
+FACT_COLUMNS = "id, conversation, text, tokens, created, owner"
 CONVERSATION_COLUMNS = (
     "conversation, persona, summary, summary_tokens, summarized_upto, context_from, settings"
 )

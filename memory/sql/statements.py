@@ -108,11 +108,20 @@ OUTBOX_MARKED = (
 HISTORY = f"SELECT {TURN_COLUMNS} FROM messages WHERE conversation = ? ORDER BY id DESC LIMIT ?"
 LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages WHERE conversation = ?"
 CONVERSATION = f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE conversation = ?"
-FACTS = f"SELECT {FACT_COLUMNS} FROM facts WHERE conversation = ? AND retired IS NULL ORDER BY id"
-NEWEST_FACTS = (
-    f"SELECT {FACT_COLUMNS} FROM facts WHERE conversation = ? AND retired IS NULL"
-    " AND id > ? AND id < ? ORDER BY id DESC LIMIT ?"
-)
+
+
+def facts_query(owners: int, newest: bool) -> str:
+    """The facts one turn sees: the chat's (said here, about no one) and those about any of
+    ``owners`` identities (the person writing, wherever they said them); ``newest``: a
+    page of them newest first (``id > ? AND id < ? LIMIT ?``), for the budget's walk."""
+    mine = f" OR owner IN ({', '.join('?' for _ in range(owners))})" if owners else ""
+    seen = f"(conversation = ? AND owner IS NULL{mine}) AND retired IS NULL"
+    if newest:
+        page = "AND id > ? AND id < ? ORDER BY id DESC LIMIT ?"
+        return f"SELECT {FACT_COLUMNS} FROM facts WHERE {seen} {page}"
+    return f"SELECT {FACT_COLUMNS} FROM facts WHERE {seen} ORDER BY id"
+
+
 USAGE = f"SELECT {USAGE_COLUMNS} FROM usage WHERE conversation = ? AND day >= ? ORDER BY day, model"
 TURNS_AFTER = (
     f"SELECT {TURN_COLUMNS} FROM messages WHERE conversation = ? AND id > ? AND id <= ? ORDER BY id"
@@ -168,7 +177,7 @@ def turns_and_memory(
     position = 0  # facts are unique by (event key, position) across conversations
     for part in (changes, *changes.elsewhere):
         out += _memory(key, part, now, position)
-        position += len(part.facts)
+        position += len(part.facts) + len(part.person_facts)
     out += [(CURSOR_SET, (name, value, now)) for name, value in changes.cursors.items()]
     if changes.task is not None:
         out.append(end_statement(changes.task, now))
@@ -202,16 +211,19 @@ def _memory(key: str, changes: MemoryChanges, now: float, first: int) -> list[St
                 ),
             )
         )
-    for position, (text, tokens) in enumerate(changes.facts, start=first):
+    new = [(text, tokens, None) for text, tokens in changes.facts] + changes.person_facts
+    for position, (text, tokens, owner) in enumerate(new, start=first):
         out.append(
             (
-                "INSERT INTO facts (conversation, text, tokens, event_key, position, created)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (conversation, text, tokens, key, position, now),
+                "INSERT INTO facts (conversation, text, tokens, event_key, position, created,"
+                " owner) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (conversation, text, tokens, key, position, now, owner),
             )
         )
     for fact_id in changes.forget:
         out.append(("DELETE FROM facts WHERE id = ? AND conversation = ?", (fact_id, conversation)))
+    for fact_id, owner in changes.forget_owned:
+        out.append(("DELETE FROM facts WHERE id = ? AND owner = ?", (fact_id, owner)))
     for fact_id in changes.retire:
         out.append(
             (

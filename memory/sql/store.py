@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from tether.events import OutMessage
 from tether.memory.blobs import SqlBlobs
+from tether.memory.people import SqlPeople
 from tether.memory.records import (
     ConversationState,
     DeadLetter,
@@ -59,7 +60,9 @@ class Commit(Protocol):
     def __call__(self, phase: int, *statements: Statement) -> Awaitable[None]: ...
 
 
-class SqlStore(SqlReminders, SqlTasks, SqlWaits, SqlBlobs, SqlRevocations, ConsoleSql, Store):
+class SqlStore(
+    SqlReminders, SqlTasks, SqlWaits, SqlBlobs, SqlRevocations, SqlPeople, ConsoleSql, Store
+):
     #: An attribute, not a method: SQLite binds its link's own ``write`` here, so a write
     #: costs no extra call on the way to the writer.
     _write: Commit
@@ -186,12 +189,17 @@ class SqlStore(SqlReminders, SqlTasks, SqlWaits, SqlBlobs, SqlRevocations, Conso
         rows = await self._rows(sql.CONVERSATION, (conversation,))
         return conversation_row(rows[0]) if rows else ConversationState(conversation)
 
-    async def facts(self, conversation: str, budget: int | None = None) -> list[Fact]:
+    async def facts(
+        self, conversation: str, budget: int | None = None, owners: Sequence[str] = ()
+    ) -> list[Fact]:
+        seen = (conversation, *owners)
         if budget is None:
-            return [fact_row(row) for row in await self._rows(sql.FACTS, (conversation,))]
+            query = sql.facts_query(len(owners), newest=False)
+            return [fact_row(row) for row in await self._rows(query, seen)]
+        newest = sql.facts_query(len(owners), newest=True)
 
         async def page(after: int, before: int, limit: int) -> list[Row]:
-            return await self._rows(sql.NEWEST_FACTS, (conversation, after, before, limit))
+            return await self._rows(newest, (*seen, after, before, limit))
 
         facts, _used, _more = await newest_within(page, fact_row, budget, 0)
         return facts

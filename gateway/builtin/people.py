@@ -1,0 +1,131 @@
+"""One person across platforms, from chat: ``/link`` and ``/unlink``, and whom a fact
+saved with ``/remember`` is about.
+
+``/link`` in a DM answers with a one-time code; the same person sends ``/link CODE`` to
+the bot from another platform (or account), also in a DM, and the two identities are
+one person from then on (:mod:`tether.memory.people`): what they told the bot about
+themselves is in both, and each DM's history is searchable from the other. Both halves
+are DM-only because a code is as good as the person's facts to whoever sends it first.
+Each store call is a memoized step, so a redelivered ``/link`` answers with the same
+code instead of issuing another, and a re-run claim does not claim twice.
+
+:func:`about` decides whom ``/remember TEXT`` is about: in a DM, the person writing; in a
+group, the person writing when the text speaks of themselves ("I'm vegetarian", "my
+birthday is in May", 我…), else the chat. A group's person-fact is its writer's only:
+it is shown in their own turns, never in anyone else's (ConversationMemory.facts).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+from tether.gateway.handler.context import Context, turn_of
+from tether.gateway.handler.routing import Router
+from tether.memory.people import CODE_TTL_S
+
+#: The code's letters (no 0/O, 1/I) and length: 32**8, about 40 bits, for ten minutes.
+_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+_LENGTH = 8
+#: Words by which a text speaks of its writer.
+_FIRST_PERSON = re.compile(
+    r"(?i)(?<![\w'])(i|i'm|im|i've|i'd|i'll|me|my|mine|myself|ich|mein|meine|mich|mir|je|j'|moi|"
+    r"mon|ma|mes|yo|mi|mis)(?![\w'])|[我俺私]"
+)
+DM_ONLY = (
+    "Linking works in a direct message only: write /link to me privately. "
+    "A code shown here could be used by anyone who reads it."
+)
+
+
+def about(ctx: Context, text: str) -> str | None:
+    """The identity a fact in ``text`` is about, or None for the chat (see the module)."""
+    writer = ctx.memory.writer
+    if writer is None:
+        return None
+    if ctx.event.conversation.chat_type == "dm" or _FIRST_PERSON.search(text):
+        return writer
+    return None
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(_LENGTH))
+
+
+def _normal(code: str) -> str:
+    return re.sub(r"[\s-]", "", code).upper()
+
+
+def _shown(code: str) -> str:
+    return f"{code[:4]}-{code[4:]}"
+
+
+def people_router() -> Router:
+    router = Router("people")
+
+    @router.command("link")
+    async def link(ctx: Context) -> None:
+        writer = ctx.memory.writer
+        if writer is None:
+            await ctx.reply("Only a person can link accounts.")
+            return
+        if ctx.event.conversation.chat_type != "dm":
+            await ctx.reply(DM_ONLY)
+            return
+        store = turn_of(ctx).store
+        given = _normal(ctx.event.args)
+        if not given:
+
+            async def issue() -> str:
+                code = new_code()
+                await store.issue_link_code(writer, code)
+                return code
+
+            code = await ctx.step("people.code", issue)
+            minutes = int(CODE_TTL_S // 60)
+            await ctx.reply(
+                f"To link another account to this one, send this to me from it (in a direct "
+                f"message) within {minutes} minutes:\n\n/link {_shown(code)}\n\n"
+                "What you told me about yourself is then known in both; /unlink undoes it."
+            )
+            return
+
+        async def claim() -> list[str]:
+            found = await store.claim_link_code(given, writer)
+            return [found.outcome, found.issuer or ""]
+
+        outcome, issuer = await ctx.step("people.claim", claim)
+        linked = [link.identity for link in await store.links(writer)]
+        if outcome == "linked":
+            ctx.log.info("people.linked", identity=writer, issuer=issuer)
+            others = ", ".join(i for i in linked if i != writer) or issuer
+            await ctx.reply(f"Linked: you are also {others} to me now. /unlink undoes it.")
+        elif outcome == "self":
+            await ctx.reply("That code is for another account: send it from there, not here.")
+        else:
+            ctx.log.info("people.code_refused", identity=writer)
+            known = ", ".join(i for i in linked if i != writer)
+            also = f" You are linked with {known}." if known else ""
+            await ctx.reply(f"That code is unknown, used or expired. /link makes a new one.{also}")
+
+    @router.command("unlink")
+    async def unlink(ctx: Context) -> None:
+        writer = ctx.memory.writer
+        if writer is None:
+            await ctx.reply("Only a person can unlink accounts.")
+            return
+        store = turn_of(ctx).store
+
+        async def leave() -> bool:
+            return await store.unlink(writer)
+
+        if await ctx.step("people.unlink", leave):
+            ctx.log.info("people.unlinked", identity=writer)
+            await ctx.reply(
+                "Unlinked: this account is on its own again. What you told me about yourself "
+                "here stays with this account."
+            )
+        else:
+            await ctx.reply("This account is not linked to another. /link links one.")
+
+    return router
