@@ -35,6 +35,7 @@ class ConversationMemory:
         *,
         writer: str | None = None,
         people: PeopleStore | None = None,
+        in_dm: bool = True,
     ) -> None:
         self.store = store
         self.conversation = conversation
@@ -44,6 +45,8 @@ class ConversationMemory:
         #: None for a turn without a person (a cron fire).
         self.writer = writer
         self._people = people
+        #: A turn in a DM: it sees the writer's facts said in DMs too (see Fact.in_dm).
+        self.in_dm = in_dm
         self._identities: tuple[str, ...] | None = None
         self.pending: list[Turn] = []
         self.changes = MemoryChanges(conversation)
@@ -82,7 +85,8 @@ class ConversationMemory:
     async def facts(self, budget: int | None = None) -> list[Fact]:
         """The facts this turn sees, oldest first: all, or the newest that fit ``budget``
         tokens. The chat's own and the writer's person-facts, never anyone else's."""
-        return await self.store.facts(self.conversation, budget, await self.identities())
+        owners = await self.identities()
+        return await self.store.facts(self.conversation, budget, owners, in_dm=self.in_dm)
 
     # -- writes (at checkpoint) -------------------------------------------------------
 
@@ -123,11 +127,13 @@ class ConversationMemory:
         self.changes.summarized = (covered[0].id, covered[-1].id)
 
     def remember(self, text: str, about: str | None = None) -> None:
-        """Save a fact about the chat, or about the person ``about`` (an identity)."""
+        """Save a fact about the chat, or about the person ``about`` (an identity; said
+        in a DM, it stays in DMs: :attr:`Fact.in_dm`)."""
         if about is None:
             self.changes.facts.append((text, tokens.count_message(text)))
         else:
-            self.changes.person_facts.append((text, tokens.count_message(text), about))
+            counted = tokens.count_message(text)
+            self.changes.person_facts.append((text, counted, about, self.in_dm))
 
     def forget(self, fact_ids: list[int]) -> None:
         self.changes.forget.extend(fact_ids)

@@ -109,6 +109,9 @@ class Fact:
     #: turns wherever they write (their linked identities too, :mod:`tether.memory.people`);
     #: None for a fact about the chat, shown in that chat only.
     owner: str | None = None
+    #: Said in a DM: a private person-fact, shown in that person's DMs only (any linked
+    #: platform), never in a group, where others read what the agent answers.
+    in_dm: bool = False
 
 
 @dataclass(slots=True)
@@ -177,8 +180,9 @@ class MemoryChanges:
     state: ConversationState | None = None
     #: New facts about the chat as ``(text, tokens)``.
     facts: list[tuple[str, int]] = field(default_factory=list)
-    #: New facts about a person as ``(text, tokens, owner)``, numbered after ``facts``.
-    person_facts: list[tuple[str, int, str]] = field(default_factory=list)
+    #: New facts about a person as ``(text, tokens, owner, said in a DM)``, numbered
+    #: after ``facts``.
+    person_facts: list[tuple[str, int, str, bool]] = field(default_factory=list)
     #: Ids of facts to forget.
     forget: list[int] = field(default_factory=list)
     #: A person's facts to forget, as ``(id, owner)``: they may have been said in another

@@ -273,12 +273,18 @@ class ConversationStore(Protocol):
 
     @abc.abstractmethod
     async def facts(
-        self, conversation: str, budget: int | None = None, owners: Sequence[str] = ()
+        self,
+        conversation: str,
+        budget: int | None = None,
+        owners: Sequence[str] = (),
+        *,
+        in_dm: bool = True,
     ) -> list[Fact]:
         """The facts a turn in ``conversation`` sees, oldest first: all, or the newest
         that fit ``budget``. The chat's own (about no one), and those about any identity
         in ``owners`` (the person writing, linked identities included) wherever they were
-        said; never a fact about someone else."""
+        said, those said in a DM only if ``in_dm`` (a turn in a DM); never a fact about
+        someone else."""
 
     @abc.abstractmethod
     async def usage(self, conversation: str, since: str = "") -> list[Usage]:

@@ -171,6 +171,7 @@ class Context:
             owner_of(event, conversation),
             writer=writer_of(event),
             people=turn.store,
+            in_dm=event.conversation.chat_type == "dm",
         )
         #: The messages queued so far (``reply``/``send``), committed with the checkpoint.
         self.outbox: list[OutMessage] = []

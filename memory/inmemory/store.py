@@ -298,7 +298,12 @@ class MemoryStore(
         return copy.deepcopy(found) if found else ConversationState(conversation)
 
     async def facts(
-        self, conversation: str, budget: int | None = None, owners: Sequence[str] = ()
+        self,
+        conversation: str,
+        budget: int | None = None,
+        owners: Sequence[str] = (),
+        *,
+        in_dm: bool = True,
     ) -> list[Fact]:
         self._check()
         stored = sorted(
@@ -307,7 +312,7 @@ class MemoryStore(
                 for facts in self._facts.values()
                 for fact in facts
                 if (fact.conversation == conversation and fact.owner is None)
-                or fact.owner in owners
+                or (fact.owner in owners and (in_dm or not fact.in_dm))
             ),
             key=lambda fact: fact.id,
         )
@@ -360,12 +365,14 @@ class MemoryStore(
         conversation = changes.conversation
         if changes.state is not None:
             self._conversations[conversation] = copy.deepcopy(changes.state)
-        new = [(text, tokens, None) for text, tokens in changes.facts] + changes.person_facts
-        for position, (text, tokens, owner) in enumerate(new, start=first):
+        new = [(text, tokens, None, False) for text, tokens in changes.facts]
+        for position, (text, tokens, owner, in_dm) in enumerate(
+            [*new, *changes.person_facts], start=first
+        ):
             if (key, position) not in self._fact_keys:
                 self._fact_keys.add((key, position))
                 self._fact_id += 1
-                fact = Fact(self._fact_id, conversation, text, tokens, now, owner)
+                fact = Fact(self._fact_id, conversation, text, tokens, now, owner, in_dm)
                 self._facts.setdefault(conversation, []).append(fact)
         if changes.forget or changes.retire:
             gone = set(changes.forget) | set(changes.retire)

@@ -298,8 +298,9 @@ MIGRATIONS: list[str] = [
     """,
     # one person across chats and platforms (memory/people.py): each linked identity
     # (``platform:user``) names its person (the identity that issued the first link
-    # code); the pending one-time link codes; and whom a fact is about (NULL: the chat
-    # it was said in, as every fact before it)
+    # code); the pending one-time link codes; whom a fact is about (NULL: the chat it
+    # was said in, as every fact before it), and whether it was said in a DM (then it is
+    # shown in the person's DMs only, never in a group where others read the answer)
     """
     CREATE TABLE people (
         identity TEXT PRIMARY KEY,
@@ -314,6 +315,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX link_codes_identity ON link_codes(identity);
     ALTER TABLE facts ADD COLUMN owner TEXT;
+    ALTER TABLE facts ADD COLUMN in_dm INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX facts_owner ON facts(owner, id) WHERE owner IS NOT NULL;
     """,
 ]

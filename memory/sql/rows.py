@@ -29,7 +29,7 @@ TURN_COLUMNS = (
     "id, conversation, role, text, event_key, coalesce(tokens, length(text) + 4),"
     " created, summarized"
 )
-FACT_COLUMNS = "id, conversation, text, tokens, created, owner"
+FACT_COLUMNS = "id, conversation, text, tokens, created, owner, in_dm"
 CONVERSATION_COLUMNS = (
     "conversation, persona, summary, summary_tokens, summarized_upto, context_from, settings"
 )
@@ -89,7 +89,8 @@ def turn_row(row: Row) -> Turn:
 
 
 def fact_row(row: Row) -> Fact:
-    return Fact(*row)
+    fact_id, conversation, text, tokens, created, owner, in_dm = row
+    return Fact(fact_id, conversation, text, tokens, created, owner, bool(in_dm))
 
 
 def conversation_row(row: Row) -> ConversationState:

@@ -110,11 +110,14 @@ LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages WHERE conversation 
 CONVERSATION = f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE conversation = ?"
 
 
-def facts_query(owners: int, newest: bool) -> str:
+def facts_query(owners: int, newest: bool, in_dm: bool) -> str:
     """The facts one turn sees: the chat's (said here, about no one) and those about any of
-    ``owners`` identities (the person writing, wherever they said them); ``newest``: a
-    page of them newest first (``id > ? AND id < ? LIMIT ?``), for the budget's walk."""
-    mine = f" OR owner IN ({', '.join('?' for _ in range(owners))})" if owners else ""
+    ``owners`` identities (the person writing, wherever they said them; those said in a
+    DM only when ``in_dm``, a turn in a DM); ``newest``: a page of them newest first
+    (``id > ? AND id < ? LIMIT ?``), for the budget's walk."""
+    private = "" if in_dm else " AND in_dm = 0"
+    marks = ", ".join("?" for _ in range(owners))
+    mine = f" OR (owner IN ({marks}){private})" if owners else ""
     seen = f"(conversation = ? AND owner IS NULL{mine}) AND retired IS NULL"
     if newest:
         page = "AND id > ? AND id < ? ORDER BY id DESC LIMIT ?"
@@ -211,13 +214,15 @@ def _memory(key: str, changes: MemoryChanges, now: float, first: int) -> list[St
                 ),
             )
         )
-    new = [(text, tokens, None) for text, tokens in changes.facts] + changes.person_facts
-    for position, (text, tokens, owner) in enumerate(new, start=first):
+    new = [(text, tokens, None, False) for text, tokens in changes.facts]
+    for position, (text, tokens, owner, in_dm) in enumerate(
+        [*new, *changes.person_facts], start=first
+    ):
         out.append(
             (
                 "INSERT INTO facts (conversation, text, tokens, event_key, position, created,"
-                " owner) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (conversation, text, tokens, key, position, now, owner),
+                " owner, in_dm) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (conversation, text, tokens, key, position, now, owner, int(in_dm)),
             )
         )
     for fact_id in changes.forget:

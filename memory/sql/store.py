@@ -190,13 +190,18 @@ class SqlStore(
         return conversation_row(rows[0]) if rows else ConversationState(conversation)
 
     async def facts(
-        self, conversation: str, budget: int | None = None, owners: Sequence[str] = ()
+        self,
+        conversation: str,
+        budget: int | None = None,
+        owners: Sequence[str] = (),
+        *,
+        in_dm: bool = True,
     ) -> list[Fact]:
         seen = (conversation, *owners)
         if budget is None:
-            query = sql.facts_query(len(owners), newest=False)
+            query = sql.facts_query(len(owners), newest=False, in_dm=in_dm)
             return [fact_row(row) for row in await self._rows(query, seen)]
-        newest = sql.facts_query(len(owners), newest=True)
+        newest = sql.facts_query(len(owners), newest=True, in_dm=in_dm)
 
         async def page(after: int, before: int, limit: int) -> list[Row]:
             return await self._rows(newest, (*seen, after, before, limit))

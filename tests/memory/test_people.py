@@ -76,11 +76,14 @@ async def test_a_turn_sees_the_chats_facts_and_its_writers_never_anothers(store:
     said = MemoryChanges(
         group,
         facts=[("the launch is on Friday", 6)],
-        person_facts=[("I'm vegetarian", 4, TG), ("I take the train", 5, "telegram:502")],
+        person_facts=[
+            ("I'm vegetarian", 4, TG, False),
+            ("I take the train", 5, "telegram:502", False),
+        ],
     )
     await checkpoint(store, "k1", said)
     await checkpoint(
-        store, "k2", MemoryChanges("discord:dm", person_facts=[("my cat is Miso", 5, DC)])
+        store, "k2", MemoryChanges("discord:dm", person_facts=[("my cat is Miso", 5, DC, True)])
     )
     mine = [f.text for f in await store.facts(group, None, (TG,))]
     assert mine == ["the launch is on Friday", "I'm vegetarian"]
@@ -94,11 +97,15 @@ async def test_a_turn_sees_the_chats_facts_and_its_writers_never_anothers(store:
         ("my cat is Miso", DC),
     ]
     assert [f.text for f in await store.facts("discord:other", 5, (DC, TG))] == ["my cat is Miso"]
+    # said in a DM: in the person's DMs only, never in a group where others read along
+    in_a_group = await store.facts(group, None, (DC, TG), in_dm=False)
+    assert [f.text for f in in_a_group] == ["the launch is on Friday", "I'm vegetarian"]
+    assert [f.in_dm for f in elsewhere] == [False, True]
 
 
 async def test_a_persons_fact_is_forgotten_from_anywhere_by_its_owner(store: Store) -> None:
     await checkpoint(
-        store, "k1", MemoryChanges("telegram:dm", person_facts=[("I'm vegetarian", 4, TG)])
+        store, "k1", MemoryChanges("telegram:dm", person_facts=[("I'm vegetarian", 4, TG, True)])
     )
     [fact] = await store.facts("discord:dm", None, (DC, TG))
     wrong = MemoryChanges("discord:dm", forget_owned=[(fact.id, "telegram:502")])
@@ -109,7 +116,7 @@ async def test_a_persons_fact_is_forgotten_from_anywhere_by_its_owner(store: Sto
 
 
 async def test_a_repeated_checkpoint_saves_a_persons_fact_once(store: Store) -> None:
-    changes = MemoryChanges("c1", facts=[("chat", 1)], person_facts=[("I'm tall", 2, TG)])
+    changes = MemoryChanges("c1", facts=[("chat", 1)], person_facts=[("I'm tall", 2, TG, False)])
     await store.accept([(event("k1"), "c1")])
     await store.checkpoint("k1", [], [], changes)
     await store.checkpoint("k1", [], [], changes)
