@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
 
 
-async def remember(ctx: Context, fact: str) -> str:
+async def remember(ctx: Context, fact: str, about: str = "person") -> str:
     """Save a fact about the person or this chat to keep in mind in later conversations.
 
     Use it when the person asks you to remember something, or states a lasting
@@ -30,12 +30,17 @@ async def remember(ctx: Context, fact: str) -> str:
 
     Args:
         fact: The fact, as one short self-contained sentence.
+        about: "person" for a fact about the person writing to you (it follows them to
+            their other chats), "chat" for one about this chat or group as a whole.
     """
     text = fact.strip()
     if not text:
         raise ToolError("nothing to remember: the fact is empty")
-    ctx.memory.remember(text)
-    return f"saved: {text}"
+    if about not in ("person", "chat"):
+        raise ToolError(f"'about' is 'person' or 'chat', not {about!r}")
+    writer = ctx.memory.writer if about == "person" else None
+    ctx.memory.remember(text, about=writer)
+    return f"saved{' about the person' if writer else ''}: {text}"
 
 
 async def forget(ctx: Context, matching: str) -> str:
@@ -53,7 +58,7 @@ async def forget(ctx: Context, matching: str) -> str:
     if not chosen:
         listed = "; ".join(f.text for f in facts) or "none"
         return f"no saved fact contains {matching!r} (saved facts: {listed})"
-    ctx.memory.forget([fact.id for fact in chosen])
+    ctx.memory.forget_facts(chosen)
     return "forgotten: " + "; ".join(fact.text for fact in chosen)
 
 

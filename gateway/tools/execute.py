@@ -233,7 +233,9 @@ class _Marks:
         changes = ctx.memory.changes
         self.outbox = len(ctx.outbox)
         self.facts = len(changes.facts)
+        self.person_facts = len(changes.person_facts)
         self.forget = len(changes.forget)
+        self.forget_owned = len(changes.forget_owned)
         self.trace = len(turn_of(ctx).asking.trace)
 
     def effects(self) -> dict[str, Any]:
@@ -241,7 +243,9 @@ class _Marks:
         found: dict[str, Any] = {
             "outbox": [m.model_dump(mode="json") for m in self.ctx.outbox[self.outbox :]],
             "facts": [list(fact) for fact in changes.facts[self.facts :]],
+            "person_facts": [list(fact) for fact in changes.person_facts[self.person_facts :]],
             "forget": list(changes.forget[self.forget :]),
+            "forget_owned": [list(gone) for gone in changes.forget_owned[self.forget_owned :]],
             # the steps it took and what it asked: passed again on a cached re-run, so
             # the turn's trace is the same whether the tool ran or its result was read
             "trace": turn_of(self.ctx).asking.trace[self.trace :],
@@ -253,7 +257,14 @@ def _replay(ctx: Context, effects: Mapping[str, Any]) -> None:
     ctx.outbox.extend(OutMessage.model_validate(m) for m in effects.get("outbox", []))
     changes = ctx.memory.changes
     changes.facts.extend((str(text), int(count)) for text, count in effects.get("facts", []))
+    changes.person_facts.extend(
+        (str(text), int(count), str(owner), bool(in_dm))
+        for text, count, owner, in_dm in effects.get("person_facts", [])
+    )
     changes.forget.extend(int(fact_id) for fact_id in effects.get("forget", []))
+    changes.forget_owned.extend(
+        (int(fact_id), str(owner)) for fact_id, owner in effects.get("forget_owned", [])
+    )
     asking = turn_of(ctx).asking
     for mark in effects.get("trace", []):
         asking.passed(str(mark))

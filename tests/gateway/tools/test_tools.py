@@ -37,6 +37,7 @@ from tether.gateway.handler.tool import Tool
 from tether.gateway.tools.execute import UNKNOWN, execute
 from tether.gateway.tools.loop import ROUNDS_USED
 from tether.memory.inmemory import MemoryStore
+from tether.memory.records import Fact
 from tether.testing.model import Body, FakeModel, asks_for, tool_call
 
 calls: list[tuple[int, int]] = []
@@ -317,6 +318,31 @@ async def test_remember_and_forget_are_tools_and_each_can_be_switched_off(
     assert "remember" not in fake.requests[0].tools and "forget" in fake.requests[0].tools
 
 
+async def test_remember_saves_about_the_person_writing_or_about_the_chat(
+    tmp_path: Path, fake: FakeModel
+) -> None:
+    """In a group, a fact about the person is theirs (shown in their turns only, wherever
+    they write), one about the chat is the chat's; said in a DM, it stays in DMs."""
+    fake.reply = scripted(
+        asks_for(tool_call("remember", {"fact": "Ada drinks tea."})),
+        "Noted.",
+        asks_for(tool_call("remember", {"fact": "Stand-up is at 9.", "about": "chat"})),
+        "Noted.",
+        asks_for(tool_call("remember", {"fact": "Ada has a cat.", "about": "person"})),
+        "Noted.",
+    )
+    async with running(settings_for(tmp_path, fake)) as (gateway, loop):
+        for n, (chat, kind) in enumerate([("g", "group"), ("g", "group"), ("d", "dm")], 1):
+            await loop.say("remember this", chat=chat, user="ada", chat_type=kind)
+            await loop.wait_for_sent(n)
+            await gateway.drain()
+    assert db_rows(tmp_path, "SELECT text, owner, in_dm FROM facts ORDER BY id") == [
+        ("Ada drinks tea.", "loopback:ada", 0),
+        ("Stand-up is at 9.", None, 0),
+        ("Ada has a cat.", "loopback:ada", 1),
+    ]
+
+
 async def test_no_tools_no_tools_parameter(tmp_path: Path, fake: FakeModel) -> None:
     fake.reply = scripted("plain")
     names = ["remember", "forget", "schedule", "list_schedules", "cancel_schedule"]
@@ -398,6 +424,8 @@ async def test_a_finished_call_is_not_run_again_and_its_effects_are_queued_again
     async def remembering(ctx: Context, arguments: dict[str, Any]) -> str:
         ran.append("x")
         ctx.memory.remember("kept")
+        ctx.memory.remember("about ada", about="loopback:ada")
+        ctx.memory.forget_facts([Fact(7, "elsewhere", "old", 1, owner="loopback:ada")])
         await ctx.reply("told you", quote=False)
         return "saved"
 
@@ -411,6 +439,9 @@ async def test_a_finished_call_is_not_run_again_and_its_effects_are_queued_again
     assert ran == ["x"]
     assert [m.text for m in second.outbox] == ["told you"]
     assert [text for text, _ in second.memory.changes.facts] == ["kept"]
+    [(text, _, owner, _in_dm)] = second.memory.changes.person_facts
+    assert (text, owner) == ("about ada", "loopback:ada")
+    assert second.memory.changes.forget_owned == [(7, "loopback:ada")]
     assert events_named(logs, "tool.cached")[0]["step"] == "tool:0:0"
 
 
