@@ -22,6 +22,7 @@ from tether.config.mcp import missing_program
 from tether.errors import ConfigError, GatewayError, JobError
 from tether.gateway import (
     inspection,
+    inspection_erasure,
     inspection_people,
     inspection_search,
     inspection_tasks,
@@ -161,6 +162,11 @@ def _parser() -> argparse.ArgumentParser:
     person.add_argument("identity", help="PLATFORM:USER, as /whoami shows it")
     person.add_argument("--unlink", action="store_true", help="take it out of its person")
     person.add_argument("--json", action="store_true", help="one JSON object")
+    erase = command(
+        "forget", inspection_erasure.forget, "erase a person (and their linked identities)"
+    )
+    erase.add_argument("identity", help="PLATFORM:USER, as /whoami shows it")
+    erase.add_argument("--yes", action="store_true", help="erase (without it: say what)")
     return parser
 
 

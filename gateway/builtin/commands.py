@@ -37,6 +37,7 @@ DESCRIPTIONS = {
     "search": "find past messages of this chat by words (TEXT)",
     "link": "link your account on another platform to this one ([CODE])",
     "unlink": "undo /link for this account",
+    "forgetme": "erase everything I keep of you (asks to confirm)",
     "stop": "stop the answer I am working on now",
     "whoami": "your user and chat ids (for access.allow)",
     "approve": "let in the person who asked for access with CODE (admins)",

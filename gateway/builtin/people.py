@@ -23,6 +23,7 @@ import secrets
 from tether.gateway.handler.context import Context, turn_of
 from tether.gateway.handler.routing import Router
 from tether.memory.people import CODE_TTL_S
+from tether.memory.sql.store import SqlStore
 
 #: The code's letters (no 0/O, 1/I) and length: 32**8, about 40 bits, for ten minutes.
 _ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -127,5 +128,37 @@ def people_router() -> Router:
             )
         else:
             await ctx.reply("This account is not linked to another. /link links one.")
+
+    @router.command("forgetme")
+    async def forgetme(ctx: Context) -> None:
+        writer = ctx.memory.writer
+        if writer is None:
+            await ctx.reply("Only a person can be forgotten.")
+            return
+        store = turn_of(ctx).store
+        if not isinstance(store, SqlStore):
+            await ctx.reply(
+                "I keep nothing of you across a restart here: there is nothing to erase."
+            )
+            return
+        if ctx.event.args.strip().lower() != "yes":
+            await ctx.reply(
+                "This erases everything I keep of you, on every account you linked: your "
+                "messages and my replies, your DMs, what you told me about yourself, your "
+                "reminders and files. It cannot be undone, and you may have to ask for "
+                "access again. Send /forgetme yes to erase."
+            )
+            return
+
+        async def erase() -> dict[str, int]:
+            erased = await store.erase_person(await store.identities(writer), keep=[ctx.event.key])
+            return erased.rows
+
+        rows = await ctx.step("people.erase", erase)
+        ctx.log.info("people.erased", tables=len(rows), rows=sum(rows.values()))
+        await ctx.reply(
+            f"Done: I erased {sum(rows.values())} records of you. Anything you write from "
+            "now on is new to me."
+        )
 
     return router

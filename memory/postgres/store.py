@@ -86,6 +86,9 @@ class PostgresStore(PostgresRecall, SqlStore):
     shared = True
     _newest_unsummarized, _oldest_unsummarized = sql.unsummarized_pages("messages")
     _last_received = sql.last_received("split_part(conversation, ':', 1)")
+    _payload_platform = "(payload::json ->> 'platform')"
+    _payload_sender = "(payload::json -> 'sender' ->> 'id')"
+    _after_erasure: tuple[str, ...] = ()
     #: The console's time buckets (memory/sql/console.py): a CAST to integer would round here.
     _bucket = "floor(({column} - ?) / ?)::bigint"
 

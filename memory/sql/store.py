@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from tether.events import OutMessage
 from tether.memory.blobs import SqlBlobs
+from tether.memory.erasure import SqlErasure
 from tether.memory.people import SqlPeople
 from tether.memory.records import (
     ConversationState,
@@ -61,7 +62,15 @@ class Commit(Protocol):
 
 
 class SqlStore(
-    SqlReminders, SqlTasks, SqlWaits, SqlBlobs, SqlRevocations, SqlPeople, ConsoleSql, Store
+    SqlReminders,
+    SqlTasks,
+    SqlWaits,
+    SqlBlobs,
+    SqlRevocations,
+    SqlPeople,
+    SqlErasure,
+    ConsoleSql,
+    Store,
 ):
     #: An attribute, not a method: SQLite binds its link's own ``write`` here, so a write
     #: costs no extra call on the way to the writer.
@@ -71,6 +80,11 @@ class SqlStore(
     _oldest_unsummarized: str
     #: The dialect's :func:`sql.last_received`.
     _last_received: str
+    #: The dialect's reads of an inbox payload's platform and sender id, and what it runs
+    #: after an erasure (:mod:`tether.memory.erasure`).
+    _payload_platform: str
+    _payload_sender: str
+    _after_erasure: tuple[str, ...]
 
     @abc.abstractmethod
     async def _rows(self, text: str, params: Sequence[Any] = ()) -> list[Row]:

@@ -322,6 +322,16 @@ MIGRATIONS: list[str] = [
     ALTER TABLE facts ADD COLUMN in_dm INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX facts_owner ON facts(owner, id) WHERE owner IS NOT NULL;
     """,
+    # erasures of a person (memory/erasure.py): when, a hash of the identities (not
+    # them), and how many rows each table lost; never what they said
+    """
+    CREATE TABLE erasures (
+        at          REAL NOT NULL,
+        fingerprint TEXT NOT NULL,
+        identities  INTEGER NOT NULL,
+        counts      TEXT NOT NULL
+    );
+    """,
 ]
 
 

@@ -43,6 +43,10 @@ class SqliteStore(SqliteRecall, SqlStore):
         "messages INDEXED BY messages_unsummarized"
     )
     _last_received = sql.last_received("substr(conversation, 1, instr(conversation, ':') - 1)")
+    _payload_platform = "json_extract(payload, '$.platform')"
+    _payload_sender = "json_extract(payload, '$.sender.id')"
+    #: The erased terms leave the FTS5 index's segments at once, not at their next merge.
+    _after_erasure = ("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')",)
 
     def __init__(self, path: str, *, synchronous: str = "normal") -> None:
         self.path = path
