@@ -50,15 +50,16 @@ def file_bytes(db: Path) -> bytes:
     return found
 
 
-async def test_tether_forget_leaves_no_byte_of_the_person_and_every_byte_of_another(
+async def plant(
     tmp_path: Path,
     telegram: FakeTelegram,
     discord_fake: FakeDiscord,
     model: FakeModel,
-    capsys: pytest.CaptureFixture[str],
+    store: str | None = None,
 ) -> None:
+    """Each of Ada's markers where her data lands, and Ben's beside them."""
     model.fail(400, times=1, when=lambda body: "zqxadadead" in json.dumps(body))
-    async with both_running(tmp_path, telegram, discord_fake, model) as chat:
+    async with both_running(tmp_path, telegram, discord_fake, model, store) as chat:
         model.reply = script
         await chat.telegram_says(ADA, "I said zqxadasaid today")
         await chat.telegram_says(ADA, "/remember I'm zqxadafact")
@@ -87,6 +88,15 @@ async def test_tether_forget_leaves_no_byte_of_the_person_and_every_byte_of_anot
         await chat.telegram_says(GROUP, f"{mention} me too, zqxadasaid", user=ADA)
         assert await chat.gateway.store.dead_letters()  # the refused one
 
+
+async def test_tether_forget_leaves_no_byte_of_the_person_and_every_byte_of_another(
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    discord_fake: FakeDiscord,
+    model: FakeModel,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    await plant(tmp_path, telegram, discord_fake, model)
     db = tmp_path / "tether.db"
     planted = file_bytes(db)
     for mark in ADA_MARKS + BEN_MARKS:
@@ -121,6 +131,62 @@ async def test_tether_forget_leaves_no_byte_of_the_person_and_every_byte_of_anot
             "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH '\"zqxbensaid\"'"
         ).fetchone()[0]
         assert hits == 1  # the index agrees with what is left
+
+
+def erase_report(report: str) -> None:
+    assert f"erased {ADA_TG}, {ADA_DC}" in report
+    for table in ("messages", "facts", "reminders", "steps", "dead_letters", "outbox"):
+        assert re.search(rf"^\s+{table}\s+\d+$", report, re.MULTILINE), (table, report)
+    assert "zqx" not in report
+
+
+@pytest.mark.postgres
+async def test_tether_forget_on_postgresql_leaves_the_person_in_no_table(
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    discord_fake: FakeDiscord,
+    model: FakeModel,
+    pg_dsn: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    await plant(tmp_path, telegram, discord_fake, model, store=pg_dsn)
+    config = write_config(tmp_path, memory={"store": pg_dsn})
+    assert {m for m in ADA_MARKS + BEN_MARKS if await holding(pg_dsn, m)} == set(
+        ADA_MARKS + BEN_MARKS
+    )
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["forget", ADA_TG, "-c", str(config), "--yes"]) == 0
+    erase_report(capsys.readouterr().out)
+    for mark in ADA_MARKS:
+        assert not await holding(pg_dsn, mark), f"{mark} survived the erasure"
+    for mark in BEN_MARKS:
+        assert await holding(pg_dsn, mark), f"{mark} (another person's) was erased"
+
+
+async def holding(dsn: str, mark: str) -> list[str]:
+    """The tables of ``dsn``'s schema with a row whose text holds ``mark``: every table,
+    each row read whole as text."""
+    import asyncpg
+
+    conn = await asyncpg.connect(
+        dsn.split("?")[0], server_settings={"search_path": dsn.split("search_path=")[1]}
+    )
+    try:
+        tables = [
+            r["table_name"]
+            for r in await conn.fetch(
+                "SELECT table_name FROM information_schema.tables"
+                " WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+            )
+        ]
+        found = []
+        for table in tables:
+            query = f'SELECT 1 FROM "{table}" t WHERE t::text LIKE $1 LIMIT 1'
+            if await conn.fetchval(query, f"%{mark}%"):
+                found.append(table)
+        return found
+    finally:
+        await conn.close()
 
 
 async def test_forgetme_asks_first_then_erases_the_person_and_not_the_other(

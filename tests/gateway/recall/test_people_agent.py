@@ -66,23 +66,36 @@ class Both:
 
 
 def settings_for(
-    tmp_path: Path, telegram: FakeTelegram, discord: FakeDiscord, model: FakeModel
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    model: FakeModel,
+    store: str | None = None,
 ) -> Any:
     model.reply = lambda body: "Sure."
     platforms = {
         "telegram": {"token": telegram.token, "base_url": telegram.base_url, "poll_timeout": 1},
         "discord": section(discord),
     }
+    memory = {"store": store} if store else {}
     return make_settings(
-        tmp_path, platforms=platforms, llm=model.section(timeout=5), agent={"handler": "llm"}
+        tmp_path,
+        platforms=platforms,
+        llm=model.section(timeout=5),
+        agent={"handler": "llm"},
+        **({"memory": memory} if memory else {}),
     )
 
 
 @asynccontextmanager
 async def both_running(
-    tmp_path: Path, telegram: FakeTelegram, discord: FakeDiscord, model: FakeModel
+    tmp_path: Path,
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    model: FakeModel,
+    store: str | None = None,
 ) -> AsyncIterator[Both]:
-    async with running(settings_for(tmp_path, telegram, discord, model)) as (gateway, _):
+    async with running(settings_for(tmp_path, telegram, discord, model, store)) as (gateway, _):
         await discord.wait_for(lambda: discord.connected >= 1)
         yield Both(gateway, telegram, discord, model)
 
