@@ -377,8 +377,8 @@ class TaskStore(Protocol):
         """End a running task (a cancel); False if it had ended already."""
 
 
-class RecallStore(Protocol):
-    """Past turns by what they said (:mod:`tether.memory.recall`)."""
+class RecallStore(PeopleStore, Protocol):
+    """Past turns by what they said (:mod:`tether.memory.recall`); who is one person."""
 
     @abc.abstractmethod
     async def search(self, query: str, scope: Scope, limit: int = 8) -> list[Hit]:
@@ -390,14 +390,7 @@ class RecallStore(Protocol):
 
 
 class HandlerStore(
-    StepStore,
-    ConversationStore,
-    WaitStore,
-    OutboxStore,
-    TaskStore,
-    RecallStore,
-    PeopleStore,
-    Protocol,
+    StepStore, ConversationStore, WaitStore, OutboxStore, TaskStore, RecallStore, Protocol
 ):
     """A handler's :class:`~tether.gateway.handler.context.Context`: its steps, its
     memory, and its waits with the replies earlier runs committed beside them."""

@@ -13,6 +13,7 @@ from dataclasses import replace
 from tether.events import Event, OutMessage
 from tether.memory.blobs import MemoryBlobs
 from tether.memory.inmemory.console import ConsoleTables
+from tether.memory.inmemory.facts import FactTables
 from tether.memory.inmemory.ops import OpsTables
 from tether.memory.inmemory.steps import StepTables
 from tether.memory.people import MemoryPeople
@@ -47,6 +48,7 @@ class MemoryStore(
     MemoryBlobs,
     MemoryRevocations,
     MemoryPeople,
+    FactTables,
     StepTables,
     OpsTables,
     ConsoleTables,
@@ -297,37 +299,6 @@ class MemoryStore(
         found = self._conversations.get(conversation)
         return copy.deepcopy(found) if found else ConversationState(conversation)
 
-    async def facts(
-        self,
-        conversation: str,
-        budget: int | None = None,
-        owners: Sequence[str] = (),
-        *,
-        in_dm: bool = True,
-    ) -> list[Fact]:
-        self._check()
-        stored = sorted(
-            (
-                fact
-                for facts in self._facts.values()
-                for fact in facts
-                if (fact.conversation == conversation and fact.owner is None)
-                or (fact.owner in owners and (in_dm or not fact.in_dm))
-            ),
-            key=lambda fact: fact.id,
-        )
-        if budget is None:
-            return [replace(fact) for fact in stored]
-        out: list[Fact] = []
-        used = 0
-        for fact in reversed(stored):
-            if used + fact.tokens > budget:
-                break
-            out.append(replace(fact))
-            used += fact.tokens
-        out.reverse()
-        return out
-
     async def usage(self, conversation: str, since: str = "") -> list[Usage]:
         self._check()
         rows = [
@@ -365,24 +336,7 @@ class MemoryStore(
         conversation = changes.conversation
         if changes.state is not None:
             self._conversations[conversation] = copy.deepcopy(changes.state)
-        new = [(text, tokens, None, False) for text, tokens in changes.facts]
-        for position, (text, tokens, owner, in_dm) in enumerate(
-            [*new, *changes.person_facts], start=first
-        ):
-            if (key, position) not in self._fact_keys:
-                self._fact_keys.add((key, position))
-                self._fact_id += 1
-                fact = Fact(self._fact_id, conversation, text, tokens, now, owner, in_dm)
-                self._facts.setdefault(conversation, []).append(fact)
-        if changes.forget or changes.retire:
-            gone = set(changes.forget) | set(changes.retire)
-            stored = self._facts.get(conversation, [])
-            self._facts[conversation] = [f for f in stored if f.id not in gone]
-        for fact_id, owner in changes.forget_owned:
-            for where, stored in self._facts.items():
-                self._facts[where] = [
-                    f for f in stored if not (f.id == fact_id and f.owner == owner)
-                ]
+        self._apply_facts(key, changes, now, first)
         if changes.summarized is not None:
             first, last = changes.summarized
             for turn in self._turns.get(conversation, []):
