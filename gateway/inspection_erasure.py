@@ -1,9 +1,9 @@
 """``tether forget PLATFORM:USER --yes``: erase a person from every table of the store.
 
-The operator's half of :mod:`tether.memory.erasure` (the person's own is ``/forgetme``,
+The operator's half of :mod:`tether.memory.people.erasure` (the person's own is ``/forgetme``,
 gateway/builtin/people.py). The identity and every identity linked with it are erased;
 without ``--yes`` it says what it would erase and changes nothing. On SQLite the file is
-then compacted (:func:`~tether.memory.erasure.compact_sqlite`), so the erased text is
+then compacted (:func:`~tether.memory.people.erasure.compact_sqlite`), so the erased text is
 gone from its bytes, not only from its tables. It prints counts per table, never what
 was erased, and the store keeps the same counts (``erasures``) as the audit record.
 """
@@ -15,7 +15,7 @@ import sys
 
 from tether.config import Settings
 from tether.gateway.inspection import EXIT_CONFIG, _on_store
-from tether.memory.erasure import compact_sqlite
+from tether.memory.people.erasure import compact_sqlite
 from tether.memory.sql.store import SqlStore
 from tether.memory.sqlite import SqliteStore
 from tether.memory.store import Store

@@ -16,7 +16,7 @@ import abc
 from typing import Protocol
 
 from tether.memory.console import ChatLine, ConversationInfo, EventInfo, SendInfo, Timeline
-from tether.memory.records import DeadLetter, Pairing
+from tether.memory.records import DeadLetter, Fact, Pairing
 
 
 class PairingStore(Protocol):
@@ -105,6 +105,12 @@ class ConsoleStore(Protocol):
     @abc.abstractmethod
     async def chat_log(self, conversation: str, limit: int = 200) -> list[ChatLine]:
         """The conversation's last ``limit`` events and their delivered replies, in order."""
+
+    @abc.abstractmethod
+    async def facts_said(self, conversation: str) -> list[Fact]:
+        """Every live fact said in ``conversation``, oldest first, whoever it is about (the
+        chat, or the person who said it about themselves): what the operator edits there.
+        A turn sees fewer (:meth:`~tether.memory.roles.MemoryRoles.facts`)."""
 
     @abc.abstractmethod
     async def edit_fact(self, conversation: str, fact_id: int, text: str, tokens: int) -> bool:

@@ -185,7 +185,7 @@ class Pages:
             "conversation.html",
             name=name,
             state=await store.conversation(name),
-            facts=await store.facts(name),
+            facts=await store.facts_said(name),
             history=await store.history(name, 50),
             usage=await store.usage(name),
             default_persona=self.host.settings.agent.persona,

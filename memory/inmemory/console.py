@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 from tether.memory.console import (
     ChatLine,
@@ -157,6 +158,10 @@ class ConsoleTables:
 
     def _fact(self, conversation: str, fact_id: int) -> Fact | None:
         return next((f for f in self._facts.get(conversation, []) if f.id == fact_id), None)
+
+    async def facts_said(self, conversation: str) -> list[Fact]:
+        self._check()
+        return [replace(fact) for fact in self._facts.get(conversation, [])]
 
     async def edit_fact(self, conversation: str, fact_id: int, text: str, tokens: int) -> bool:
         self._check()

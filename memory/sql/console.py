@@ -23,9 +23,9 @@ from tether.memory.console import (
     empty_series,
     like_pattern,
 )
-from tether.memory.records import DeadLetter
+from tether.memory.records import DeadLetter, Fact
 from tether.memory.sql import statements as sql
-from tether.memory.sql.rows import Row
+from tether.memory.sql.rows import FACT_COLUMNS, Row, fact_row
 
 _EVENT_COLUMNS = "key, conversation, payload, status, attempts, error, created, updated"
 _FIND = (
@@ -61,6 +61,9 @@ _CHAT_REPLIES = (
 _FAILED_SENDS = (
     "SELECT key, payload, status, attempts, platform_id, error, created, updated"
     " FROM outbox WHERE status IN ('dead', 'unknown') ORDER BY seq DESC LIMIT ?"
+)
+_FACTS_SAID = (
+    f"SELECT {FACT_COLUMNS} FROM facts WHERE conversation = ? AND retired IS NULL ORDER BY id"
 )
 _FACT = "SELECT 1 FROM facts WHERE id = ? AND conversation = ? AND retired IS NULL"
 _FACT_EDITED = (
@@ -166,6 +169,9 @@ class ConsoleSql:
 
     async def failed_sends(self, limit: int = 100) -> list[SendInfo]:
         return [_send_info(row) for row in await self._rows(_FAILED_SENDS, (limit,))]
+
+    async def facts_said(self, conversation: str) -> list[Fact]:
+        return [fact_row(row) for row in await self._rows(_FACTS_SAID, (conversation,))]
 
     async def edit_fact(self, conversation: str, fact_id: int, text: str, tokens: int) -> bool:
         if not await self._rows(_FACT, (fact_id, conversation)):

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from tether.events import OutMessage
 from tether.memory.blobs import SqlBlobs
-from tether.memory.erasure import SqlErasure
 from tether.memory.people import SqlPeople
+from tether.memory.people.erasure import SqlErasure
 from tether.memory.records import (
     ConversationState,
     DeadLetter,
@@ -81,7 +81,7 @@ class SqlStore(
     #: The dialect's :func:`sql.last_received`.
     _last_received: str
     #: The dialect's reads of an inbox payload's platform and sender id, and what it runs
-    #: after an erasure (:mod:`tether.memory.erasure`).
+    #: after an erasure (:mod:`tether.memory.people.erasure`).
     _payload_platform: str
     _payload_sender: str
     _after_erasure: tuple[str, ...]

@@ -300,7 +300,7 @@ MIGRATIONS: list[str] = [
     END;
     INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
     """,
-    # one person across chats and platforms (memory/people.py): each linked identity
+    # one person across chats and platforms (memory/people/links.py): each linked identity
     # (``platform:user``) names its person (the identity that issued the first link
     # code); the pending one-time link codes; whom a fact is about (NULL: the chat it
     # was said in, as every fact before it), and whether it was said in a DM (then it is
@@ -322,7 +322,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE facts ADD COLUMN in_dm INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX facts_owner ON facts(owner, id) WHERE owner IS NOT NULL;
     """,
-    # erasures of a person (memory/erasure.py): when, a hash of the identities (not
+    # erasures of a person (memory/people/erasure.py): when, a hash of the identities (not
     # them), and how many rows each table lost; never what they said
     """
     CREATE TABLE erasures (

@@ -221,6 +221,8 @@ async def test_a_fact_forgotten_on_the_page_is_gone_from_the_next_prompt(
             await page.goto(f"{base}/ui/conversation?c=loopback:7")
             facts = page.locator("tr.fact")
             await expect(facts).to_have_count(2)
+            # Both are about the person who said them (first person), and the page says so.
+            await expect(facts.locator("td.about").first).to_contain_text("about loopback:")
             await shot(page, "conversation")
             mittens = facts.filter(has=page.locator("input[value*=Mittens]"))
             await mittens.locator("button.forget").click()
