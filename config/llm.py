@@ -148,3 +148,50 @@ class LLMConfig(Section):
 
     def default_model(self) -> str:
         return self.default or next(iter(self.models))
+
+
+class EmbeddingsConfig(Section):
+    """``memory.embeddings``: semantic recall through an OpenAI-compatible ``/v1/embeddings``
+    endpoint (docs/recall.md). Its endpoint is a provider of ``llm.providers`` by name
+    (its base URL, first key, timeout and headers), or one of its own (``base_url``)."""
+
+    #: A name in ``llm.providers``.
+    provider: str | None = None
+    #: Or an endpoint for embeddings alone, e.g. ``http://localhost:11434/v1`` (Ollama).
+    base_url: str | None = None
+    #: With ``base_url``; write ``${VARIABLE}``, not the key.
+    api_key: SecretStr = SecretStr("")
+    #: Seconds one request may take (with ``base_url``; a provider has its own).
+    timeout: float = Field(default=30.0, gt=0)
+    #: The endpoint's model id, e.g. ``text-embedding-3-small``, ``nomic-embed-text``.
+    model: str = Field(min_length=1)
+    #: Turns sent in one request while the indexer catches up.
+    batch: int = Field(default=64, ge=1, le=2048)
+    #: The cosine similarity from which a turn counts as near a query (model-dependent:
+    #: unrelated texts score about 0.1 with OpenAI's models, related ones 0.3 and up).
+    min_similarity: float = Field(default=0.3, ge=-1, le=1)
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> EmbeddingsConfig:
+        if (self.provider is None) == (self.base_url is None):
+            raise ValueError(
+                "set provider (a name in llm.providers) or base_url (an endpoint of its own),"
+                " one of them"
+            )
+        if self.provider is not None and self.api_key.get_secret_value():
+            raise ValueError("api_key goes with base_url; a provider's key is its own")
+        return self
+
+
+def check_embeddings(
+    embeddings: EmbeddingsConfig | None, llm: LLMConfig | None
+) -> EmbeddingsConfig | None:
+    """``memory.embeddings.provider`` names a configured provider (the error names the
+    key, for ``tether check``)."""
+    if embeddings is None or embeddings.provider is None:
+        return embeddings
+    providers = sorted(llm.providers) if llm is not None else []
+    if embeddings.provider not in providers:
+        known = f"llm.providers has {', '.join(providers)}" if providers else "no llm.providers"
+        raise ValueError(f"embeddings.provider: no provider {embeddings.provider!r} ({known})")
+    return embeddings

@@ -31,10 +31,12 @@ from tether.config.credentials import MASK, mask_urls, secret_name, url_secrets
 from tether.config.jobs import JobConfig, unique_ids
 from tether.config.llm import (
     CircuitBreakerConfig,
+    EmbeddingsConfig,
     LLMConfig,
     LLMModelConfig,
     LLMProviderConfig,
     LLMRouteConfig,
+    check_embeddings,
 )
 from tether.config.mcp import McpConfig, McpToolFilter
 from tether.config.ops import AlertsConfig, OpsConfig, WatchdogConfig
@@ -132,6 +134,9 @@ class MemoryConfig(Section):
     #: Files ``search_memory`` also searches: paths, folders or globs (``docs/**/*.md``),
     #: relative to the working directory; Markdown, text and PDF. Re-read on reload.
     documents: list[str] = Field(default_factory=list)
+    #: Semantic recall: turns found by meaning too, through an embeddings endpoint
+    #: (``{provider, model}``; docs/recall.md). Off (``null``) by default: no call made.
+    embeddings: EmbeddingsConfig | None = None
 
     @field_validator("store")
     @classmethod
@@ -296,6 +301,13 @@ class Settings(Section):
                 "agent.handler is 'llm', so an llm section with llm.providers and at least"
                 " one model in llm.models is required"
             )
+        return value
+
+    @field_validator("memory")
+    @classmethod
+    def _embeddings_provider(cls, value: MemoryConfig, info: ValidationInfo) -> MemoryConfig:
+        if "llm" in info.data:  # else the llm section failed, and said so
+            check_embeddings(value.embeddings, info.data["llm"])
         return value
 
     @field_validator("agents")

@@ -39,12 +39,12 @@ from tether.gateway.handler.routing import Router
 from tether.gateway.ops.lockfile import StoreLock
 from tether.gateway.ops.runtime import running_loop
 from tether.gateway.ops.start_errors import encoding_error, listen_error, quietly, store_error
+from tether.gateway.recall import Recall
 from tether.gateway.reload import Reloader
 from tether.gateway.tasks import Tasks, TaskTools
 from tether.gateway.tools import approvals
 from tether.gateway.tools.toolbox import build_toolbox
 from tether.memory import tokens
-from tether.memory.documents import refreshed
 from tether.memory.store import Store
 from tether.memory.stores import open_store
 from tether.redaction import redactor
@@ -131,6 +131,7 @@ class Gateway:
             waits=self.waits,
         )
         self.pipeline.tasks = self.tasks
+        self.recall = Recall(settings, self.store, self.pipeline)  # documents, embeddings
         self.dispatcher = Dispatcher(
             self.pipeline.run,
             concurrency=settings.pipeline.concurrency,
@@ -217,8 +218,7 @@ class Gateway:
 
     async def refresh_documents(self, settings: Settings) -> None:
         """``memory.documents`` (re)indexed: at the start, at each reload."""
-        docs = settings.memory.documents
-        self.pipeline.documents = await refreshed(self.pipeline.documents, docs)
+        await self.recall.refresh(settings)
 
     def _take(self, parts: Parts) -> None:
         self.settings, self.access, self.router = parts.settings, parts.access, parts.router
@@ -295,7 +295,7 @@ class Gateway:
             await asyncio.to_thread(self.llm.prepare)
         undo.push_async_callback(quietly, "tools.stop", self.toolbox.stop)
         await self.toolbox.start()
-        await self.refresh_documents(self.settings)
+        await self.recall.start(self.settings, undo)  # documents indexed, embeddings' indexer
         for adapter in self.adapters.values():
             undo.push_async_callback(quietly, f"{adapter.platform}.close", adapter.close)
             await adapter.open()
@@ -374,6 +374,7 @@ class Gateway:
         await self.toolbox.stop()
         if self.llm:
             await self.llm.close()
+        await self.recall.stop()
         await self.store.close()
         self._lock.release()
         log.info("gateway.stopped")

@@ -56,6 +56,7 @@ RELOADED, FAILED = "config.reloaded", "config.reload_failed"
 RESTART_ONLY = (
     "memory.store",
     "memory.sqlite_synchronous",
+    "memory.embeddings",  # the indexer embeds with the model it started with
     "agent.group_sessions",
     "http",
     "pipeline",
@@ -126,7 +127,11 @@ def needs_restart(old: Settings, new: Settings) -> list[str]:
 def effective(old: Settings, new: Settings, restart: list[str]) -> Settings:
     """``new``, except what needs a restart, which stays as it runs."""
     memory = new.memory.model_copy(
-        update={"store": old.memory.store, "sqlite_synchronous": old.memory.sqlite_synchronous}
+        update={
+            "store": old.memory.store,
+            "sqlite_synchronous": old.memory.sqlite_synchronous,
+            "embeddings": old.memory.embeddings,
+        }
     )
     agent = new.agent.model_copy(update={"group_sessions": old.agent.group_sessions})
     kept = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 from typing import Protocol
 
+from tether.memory.embeddings.store import EmbeddingStore
 from tether.memory.operator import ConsoleStore, PairingStore, ReportStore
 from tether.memory.people import PeopleStore
 from tether.memory.records import (
@@ -103,6 +104,7 @@ class Store(
     RevocationStore,
     PeopleStore,
     BlobStore,
+    EmbeddingStore,
     Protocol,
 ):
     """Durable state behind every role. All methods are safe to call concurrently."""

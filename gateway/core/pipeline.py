@@ -53,6 +53,7 @@ from tether.gateway.handler.context import Context, Spawner, Turn, turn_of
 from tether.gateway.handler.routing import Router, call
 from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
+from tether.gateway.llm.embeddings import Semantic
 from tether.gateway.llm.waits import ModelBusy
 from tether.keys import dead_key, outbox_key
 from tether.memory.documents import DocumentIndex
@@ -110,6 +111,8 @@ class Pipeline:
         self.tasks: Spawner | None = None
         #: ``memory.documents``, indexed (set by the gateway, replaced by a reload).
         self.documents: DocumentIndex | None = None
+        #: ``memory.embeddings`` (set by the gateway); None: semantic recall off.
+        self.semantic: Semantic | None = None
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""
@@ -135,6 +138,7 @@ class Pipeline:
             tasks=self.tasks,
             last_attempt=row.attempts >= self.config.max_attempts,
             documents=self.documents,
+            semantic=self.semantic,
         )
         turn.asking.clock = self.waits.clock
         ctx = Context(event, row.conversation, row.attempts, elog, turn)

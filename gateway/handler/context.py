@@ -31,6 +31,7 @@ from tether.gateway.handler.spawn import SpawnRequest
 from tether.gateway.handler.task_llm import TaskLLM
 from tether.gateway.handler.tool import Toolset
 from tether.gateway.llm.client import LLM
+from tether.gateway.llm.embeddings import Semantic
 from tether.keys import owner_of, writer_of
 from tether.memory.conversation import ConversationMemory
 from tether.memory.documents import DocumentIndex
@@ -83,6 +84,8 @@ class Turn:
     spawned: int = 0
     #: ``memory.documents``, indexed: what ``search_memory`` searches beside the history.
     documents: DocumentIndex | None = None
+    #: ``memory.embeddings``: what semantic recall searches with; None: off.
+    semantic: Semantic | None = None
 
 
 def turn_of(ctx: Context) -> Turn:

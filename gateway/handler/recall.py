@@ -11,6 +11,7 @@ the conversation that started it. The store applies the scope in its query
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -44,10 +45,12 @@ async def scope_for(ctx: Context) -> Scope:
     return Scope.person(ctx.conversation)
 
 
-async def search(ctx: Context, query: str, limit: int) -> list[Hit]:
-    from tether.gateway.handler.context import turn_of
+async def search(ctx: Context, query: str, limit: int, documents: Sequence[Hit] = ()) -> list[Hit]:
+    """The best ``limit`` turns in ``ctx``'s scope, with ``documents``' hits: by words,
+    and by meaning too with ``memory.embeddings`` on (:mod:`.semantic`)."""
+    from tether.gateway.handler.semantic import recalled
 
-    return await turn_of(ctx).store.search(query, await scope_for(ctx), limit)
+    return await recalled(ctx, query, await scope_for(ctx), limit, documents)
 
 
 def found_lines(hits: list[Hit], here: str, budget: int) -> list[str]:

@@ -17,7 +17,6 @@ from tether.errors import ToolError
 from tether.gateway.handler.context import turn_of
 from tether.gateway.handler.recall import found_lines, search
 from tether.memory import tokens
-from tether.memory.recall.query import rank, terms
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -42,11 +41,9 @@ async def search_memory(ctx: Context, query: str, limit: int = 5) -> str:
     if not query.strip():
         raise ToolError("say what to search for: 'query' is empty")
     wanted = max(1, min(MOST, int(limit)))
-    hits = await search(ctx, query, wanted)
     documents = turn_of(ctx).documents
-    if documents is not None:
-        found = await asyncio.to_thread(documents.search, query, wanted)
-        hits = rank(hits + found, terms(query), wanted)
+    found = [] if documents is None else await asyncio.to_thread(documents.search, query, wanted)
+    hits = await search(ctx, query, wanted, found)  # ranked together (handler/semantic.py)
     if not hits:
         return f"nothing found for {query!r}"
     budget = ctx.llm.settings.memory.recall_tokens if ctx.llm.configured else 600

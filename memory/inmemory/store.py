@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from tether.events import Event, OutMessage
 from tether.memory.blobs import MemoryBlobs
+from tether.memory.embeddings import MemoryEmbeddings
 from tether.memory.inmemory.console import ConsoleTables
 from tether.memory.inmemory.facts import FactTables
 from tether.memory.inmemory.ops import OpsTables
@@ -41,6 +42,7 @@ from tether.memory.waits import MemoryWaits
 
 
 class MemoryStore(
+    MemoryEmbeddings,
     MemoryRecall,
     MemoryReminders,
     MemoryTasks,

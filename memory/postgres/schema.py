@@ -328,6 +328,17 @@ MIGRATIONS: list[str] = [
         counts      TEXT NOT NULL
     );
     """,
+    # semantic recall (memory/embeddings): each turn's vector of an embedding model
+    # (pgvector is not assumed: an array, compared by the server in a scan of the
+    # search's scope), written once by the indexer and removed with its turn
+    """
+    CREATE TABLE message_vectors (
+        message_id BIGINT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        model      TEXT NOT NULL,
+        vector     REAL[] NOT NULL,
+        PRIMARY KEY (message_id, model)
+    );
+    """,
 ]
 
 

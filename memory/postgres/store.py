@@ -27,6 +27,7 @@ import asyncpg
 import structlog
 
 from tether.events import Event, OutMessage
+from tether.memory.embeddings import PostgresEmbeddings
 from tether.memory.postgres.arrays import INSERT_OUTBOX, as_one
 from tether.memory.postgres.batch import GroupAccept, GroupCommit
 from tether.memory.postgres.locks import AdvisoryLocks
@@ -82,7 +83,7 @@ _LANE_AND_WAITS = (
 )
 
 
-class PostgresStore(PostgresRecall, SqlStore):
+class PostgresStore(PostgresEmbeddings, PostgresRecall, SqlStore):
     shared = True
     _newest_unsummarized, _oldest_unsummarized = sql.unsummarized_pages("messages")
     _last_received = sql.last_received("split_part(conversation, ':', 1)")

@@ -332,6 +332,19 @@ MIGRATIONS: list[str] = [
         counts      TEXT NOT NULL
     );
     """,
+    # semantic recall (memory/embeddings): each turn's vector of an embedding model, a
+    # float32 BLOB, written once by the indexer and removed with its turn
+    """
+    CREATE TABLE message_vectors (
+        message_id INTEGER NOT NULL,
+        model      TEXT NOT NULL,
+        vector     BLOB NOT NULL,
+        PRIMARY KEY (message_id, model)
+    );
+    CREATE TRIGGER message_vectors_removed AFTER DELETE ON messages BEGIN
+        DELETE FROM message_vectors WHERE message_id = old.id;
+    END;
+    """,
 ]
 
 

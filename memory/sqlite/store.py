@@ -21,6 +21,7 @@ from typing import Any
 import aiosqlite
 
 from tether.events import Event, OutMessage
+from tether.memory.embeddings import SqliteEmbeddings
 from tether.memory.recall import SqliteRecall
 from tether.memory.records import InboxRow, MemoryChanges, OutboxRow, OutboxStatus, Turn
 from tether.memory.sql import statements as sql
@@ -38,7 +39,7 @@ _INSERT_OUTBOX = (
 )
 
 
-class SqliteStore(SqliteRecall, SqlStore):
+class SqliteStore(SqliteEmbeddings, SqliteRecall, SqlStore):
     _newest_unsummarized, _oldest_unsummarized = sql.unsummarized_pages(
         "messages INDEXED BY messages_unsummarized"
     )

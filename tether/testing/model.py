@@ -10,6 +10,11 @@ Each answer carries a usage block (tiktoken's count of the prompt; the completio
 at ``max_tokens``, as a real server would), and is streamed as server-sent events when
 the request asks (:mod:`.stream`).
 
+It also serves ``/v1/embeddings`` (:mod:`.embeddings`: a vector per word, summed, with
+``concepts`` saying which different words mean the same), recording those requests
+apart (``embedding_requests``; ``embedded``: every text it embedded, in order), and the
+same failures apply to them.
+
 It can be told to fail: a status for the next N requests, for every request to one
 model or with one API key, or for requests a predicate picks (e.g. summary calls); or
 to hang until the server closes (to exercise timeouts). With ``streams=False`` it answers
@@ -30,6 +35,7 @@ from typing import Any
 from aiohttp import web
 
 from tether.memory import tokens
+from tether.testing import embeddings
 from tether.testing.stream import Pacing, stream
 
 Body = dict[str, Any]
@@ -101,6 +107,10 @@ class FakeModel:
     pacing: Pacing | None = None
     #: False: a request asking for a stream gets one JSON completion instead.
     streams: bool = True
+    #: Words embedded as another word (``{"automobile": "car"}``): near without sharing one.
+    concepts: dict[str, str] = field(default_factory=dict)
+    #: ``/v1/embeddings`` requests, apart from the chat completions in ``requests``.
+    embedding_requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._failures: deque[_Failure] = deque()
@@ -166,6 +176,16 @@ class FakeModel:
     def calls(self) -> int:
         return len(self.requests)
 
+    @property
+    def embedded(self) -> list[str]:
+        """Every text the answered ``/v1/embeddings`` requests asked for, in order."""
+        out: list[str] = []
+        for request in self.embedding_requests:
+            if request.status == 200:
+                given = request.body.get("input", [])
+                out += [given] if isinstance(given, str) else [str(text) for text in given]
+        return out
+
     def answered(self) -> list[Request]:
         return [r for r in self.requests if r.status == 200]
 
@@ -188,6 +208,7 @@ class FakeModel:
     async def start(self) -> str:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._completions)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -258,6 +279,37 @@ class FakeModel:
                 },
             }
         )
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body: Body = await request.json()
+        record = Request(body, dict(request.headers))
+        failure = self._failure_for(body, record.api_key)
+        record.status = failure.status if failure is not None else 200
+        async with self._changed:
+            self.embedding_requests.append(record)
+            self._changed.notify_all()
+        if failure is not None:
+            error = {"message": f"scripted {failure.status}", "type": "fake"}
+            return web.json_response({"error": error}, status=failure.status)
+        given = body.get("input", [])
+        texts = [given] if isinstance(given, str) else [str(text) for text in given]
+        as_text = body.get("encoding_format") == "base64"
+        data = []
+        for index, text in enumerate(texts):
+            values = embeddings.vector(text, self.concepts)
+            shown: Any = embeddings.as_base64(values) if as_text else values
+            data.append({"object": "embedding", "index": index, "embedding": shown})
+        used = sum(tokens.count(text) for text in texts)
+        usage = {"prompt_tokens": used, "total_tokens": used}
+        return web.json_response(
+            {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
+        )
+
+    async def wait_for_embedded(self, count: int, timeout: float = 10.0) -> list[str]:
+        """Until the fake has embedded ``count`` texts in all."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self.embedded) >= count)
+        return self.embedded
 
     def _failure_for(self, body: Body, api_key: str) -> _Failure | None:
         for failure in list(self._failures):
