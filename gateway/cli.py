@@ -20,18 +20,16 @@ from tether.config import Settings, load, plugin_path
 from tether.config.console import exposure_problem
 from tether.config.mcp import missing_program
 from tether.errors import ConfigError, GatewayError, JobError
-from tether.gateway import (
-    inspection,
-    inspection_erasure,
-    inspection_people,
-    inspection_search,
-    inspection_tasks,
-    inspection_waits,
-)
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters, load_router
 from tether.gateway.handler.plugins import check_job_handlers
 from tether.gateway.init import add_init_command
+from tether.gateway.inspection import erasure as inspection_erasure
+from tether.gateway.inspection import people as inspection_people
+from tether.gateway.inspection import search as inspection_search
+from tether.gateway.inspection import store as inspection
+from tether.gateway.inspection import tasks as inspection_tasks
+from tether.gateway.inspection import waits as inspection_waits
 from tether.gateway.ops import logs, runtime
 from tether.gateway.ops.runtime import settle_heap
 from tether.gateway.reload import RELOADED, request_reload

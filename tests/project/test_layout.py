@@ -169,6 +169,7 @@ FLOORS = [
     "tether.gateway.tasks",
     "tether.gateway.web",
     "tether.gateway.agent",
+    "tether.gateway.inspection",
     "tether.gateway",
     "face",
 ]

@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 from tether.config import Settings
-from tether.gateway.inspection import EXIT_CONFIG, _on_store
-from tether.gateway.inspection_waits import _cell, _clean, safe
+from tether.gateway.inspection.store import EXIT_CONFIG, _on_store
+from tether.gateway.inspection.waits import _cell, _clean, safe
 from tether.gateway.tasks import Tasks
 from tether.gateway.tasks.start import OPERATOR
 from tether.memory.store import Store

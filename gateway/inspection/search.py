@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from tether.config import Settings
-from tether.gateway.inspection import EXIT_CONFIG, _on_store
-from tether.gateway.inspection_waits import _cell, _clean
+from tether.gateway.inspection.store import EXIT_CONFIG, _on_store
+from tether.gateway.inspection.waits import _cell, _clean
 from tether.memory.recall import Hit, Scope
 from tether.memory.store import Store
 

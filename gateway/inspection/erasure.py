@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from tether.config import Settings
-from tether.gateway.inspection import EXIT_CONFIG, _on_store
+from tether.gateway.inspection.store import EXIT_CONFIG, _on_store
 from tether.memory.people.erasure import compact_sqlite
 from tether.memory.sql.store import SqlStore
 from tether.memory.sqlite import SqliteStore

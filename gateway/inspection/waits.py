@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from tether.config import Settings
-from tether.gateway.inspection import EXIT_CONFIG, _on_store
+from tether.gateway.inspection.store import EXIT_CONFIG, _on_store
 from tether.gateway.tools.approvals import audit_row
 from tether.memory.store import Store
 from tether.redaction import redactor
