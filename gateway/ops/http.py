@@ -11,6 +11,7 @@ per malformed request instead of a traceback).
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -36,6 +37,8 @@ class HttpServer:
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics)
         self._runner: web.AppRunner | None = None
+        #: The probes' and metrics' routes: with only these, nobody outside needs the port.
+        self._own_routes = len(self.app.router.resources())
 
     async def start(self) -> None:
         timeout = self.config.read_timeout
@@ -49,11 +52,30 @@ class HttpServer:
             lingering_time=min(timeout, 10.0),
         )
         await self._runner.setup()
-        site = CappedSite(self._runner, self.host, self.port, self.config.max_connections)
-        await site.start()
-        for address in self._runner.addresses:  # the real port when 0 was asked for
-            self.port = int(address[1])
+        try:
+            await self._listen(self._runner, self.port)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or not self.may_move():
+                raise
+            asked = self.port
+            await self._listen(self._runner, 0)
+            log.warning("http.port_moved", asked=asked, port=self.port, set_it="http.port")
         log.info("http.listening", host=self.host, port=self.port)
+
+    def may_move(self) -> bool:
+        """Whether a port in use may be traded for a free one: only the default port
+        (``http.port`` not written in the config), and only while nothing outside needs
+        to find it (no webhook, no console: just the probes). So the first ``make run`` on
+        a machine where 8080 is taken chats instead of failing; a configured port, or one
+        a platform or a proxy points at, fails as before, naming the key."""
+        unset = "port" not in self.config.model_fields_set
+        return unset and len(self.app.router.resources()) == self._own_routes
+
+    async def _listen(self, runner: web.AppRunner, port: int) -> None:
+        site = CappedSite(runner, self.host, port, self.config.max_connections)
+        await site.start()
+        for address in runner.addresses:  # the real port when 0 was asked for
+            self.port = int(address[1])
 
     async def stop(self) -> None:
         if self._runner:

@@ -15,6 +15,7 @@ import json
 import os
 import pty
 import signal
+import socket
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.support.gateway import running
 from tests.support.processes import TETHER, ready
 from tether import Context, Fatal, Router
 from tether.config import load
+from tether.errors import GatewayError
 
 SECRET = "7777777:AAH-secret-value-never-written"
 
@@ -158,6 +160,54 @@ def test_plugins_and_job_handlers_import_from_the_configs_directory(tmp_path: Pa
 def test_the_example_config_checks_from_the_repository_root() -> None:
     done = tether("check", "-c", "examples/tether.yaml", cwd=ROOT, env=clean_env())
     assert done.returncode == 0, done.stderr
+
+
+# -- the first run with port 8080 taken -------------------------------------------
+
+
+def holding(port: int) -> socket.socket | None:
+    """A socket listening on ``port`` on 127.0.0.1 (None: something else already does)."""
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", port))
+    except OSError:
+        held.close()
+        return None
+    held.listen()
+    return held
+
+
+@pytest.mark.slow
+async def test_the_first_run_chats_when_port_8080_is_taken(tmp_path: Path) -> None:
+    held = holding(8080)
+    proc = await asyncio.create_subprocess_exec(
+        TETHER, "run", cwd=tmp_path, env=clean_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write(b"hello there\n")
+        await proc.stdin.drain()
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line == b"hello there\n"  # the echo agent answered the typed line
+    finally:
+        proc.terminate()
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        if held is not None:
+            held.close()
+    moved = [json.loads(x) for x in err.decode().splitlines() if "http.port_moved" in x]
+    assert len(moved) == 1 and moved[0]["asked"] == 8080 and moved[0]["port"] != 8080
+
+
+async def test_a_configured_port_in_use_still_fails_naming_the_key(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        settings = make_settings(tmp_path, http={"enabled": True, "port": port})
+        with pytest.raises(GatewayError, match=f"http.port {port} is in use on 127.0.0.1"):
+            async with running(settings):
+                pass
 
 
 # -- inspection never creates a store --------------------------------------------
