@@ -180,16 +180,35 @@ class Router:
     # -- resolution ---------------------------------------------------------------
 
     def resolve(self, event: Event) -> tuple[Route, list[Middleware]] | None:
-        """The route for ``event`` and the middlewares to run around it, outermost first."""
+        """The route for ``event`` and the middlewares to run around it, outermost first.
+
+        Every route of the whole tree is tried before any fallback: a fallback takes what
+        no route of any router matched. So a plugin's fallback (included first) does not
+        swallow ``/help``, ``/link`` or the other built-in commands included after it;
+        among fallbacks, the first included wins, as routes do (a plugin's, then the
+        built-in agent's). A plugin replaces a built-in command by registering it."""
+        return self._route_for(event) or self._fallback_for(event)
+
+    def _route_for(self, event: Event) -> tuple[Route, list[Middleware]] | None:
         for route in self._routes:
             if route.matches(event):
                 return route, list(self._middlewares)
         for child in self._children:
-            found = child.resolve(event)
+            found = child._route_for(event)
             if found:
                 route, inner = found
                 return route, [*self._middlewares, *inner]
-        if self._fallback and event.kind in _TEXT_KINDS:
+        return None
+
+    def _fallback_for(self, event: Event) -> tuple[Route, list[Middleware]] | None:
+        if event.kind not in _TEXT_KINDS:
+            return None
+        for child in self._children:
+            found = child._fallback_for(event)
+            if found:
+                route, inner = found
+                return route, [*self._middlewares, *inner]
+        if self._fallback:
             fallback = Route(
                 self._fallback, lambda _e: True, f"fallback->{self._fallback.__qualname__}"
             )

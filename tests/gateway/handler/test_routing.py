@@ -99,3 +99,51 @@ async def test_echo_agent_is_the_default(tmp_path: Path) -> None:
         await gateway.drain()
     assert sent[0].message.text == "verbatim *text*  "
     assert sent[0].message.reply_to == event.message_id
+
+
+def test_a_childs_fallback_comes_after_every_route_of_the_tree() -> None:
+    root, plugin, builtin = Router("root"), Router("plugin"), Router("builtin")
+    root.include(plugin)
+    root.include(builtin)
+
+    @plugin.command("mine")
+    async def mine(ctx: Context) -> None: ...
+
+    @plugin.fallback
+    async def everything(ctx: Context) -> None: ...
+
+    @builtin.command("help")
+    async def help_(ctx: Context) -> None: ...
+
+    @builtin.fallback
+    async def agent(ctx: Context) -> None: ...
+
+    def name(text: str, command: str | None = None) -> str | None:
+        kind = Kind.COMMAND if command else Kind.MESSAGE
+        chat = Conversation(platform="t", chat_id="1")
+        event = Event(key=text, platform="t", kind=kind, conversation=chat, text=text,
+                      command=command)  # fmt: skip
+        found = root.resolve(event)
+        return found[0].handler.__name__ if found else None
+
+    assert name("/help", "help") == "help_"  # the later router's route beats the fallback
+    assert name("/mine", "mine") == "mine"
+    assert name("/unknown", "unknown") == "everything"  # the first fallback included
+    assert name("anything") == "everything"
+
+
+async def test_help_lists_the_built_ins_when_a_plugin_has_a_fallback(tmp_path: Path) -> None:
+    plugin = Router("plugin")
+
+    @plugin.fallback
+    async def parrot(ctx: Context) -> None:
+        await ctx.reply(f"parrot: {ctx.event.text}")
+
+    async with running(make_settings(tmp_path), plugins=[plugin]) as (gateway, loop):
+        await loop.say("/help")
+        await loop.say("squawk")
+        sent = await loop.wait_for_sent(2)
+        await gateway.drain()
+    help_text, parroted = (d.message.text for d in sent)
+    assert "/help" in help_text and "/remember" in help_text and "/link" in help_text
+    assert parroted == "parrot: squawk"
