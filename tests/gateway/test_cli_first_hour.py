@@ -157,6 +157,26 @@ def test_plugins_and_job_handlers_import_from_the_configs_directory(tmp_path: Pa
 
 
 @pytest.mark.slow
+def test_a_handler_imports_a_sibling_module_lazily_after_start(tmp_path: Path) -> None:
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    (deploy / "lazybot.py").write_text(
+        "from tether import Router\n\nrouter = Router()\n\n\n"
+        "@router.text()\nasync def answer(ctx):\n"
+        "    import lazyhelper  # imported at the first message, long after start\n\n"
+        "    await ctx.reply(lazyhelper.shout(ctx.event.text))\n"
+    )
+    (deploy / "lazyhelper.py").write_text("def shout(text):\n    return text.upper() + '!'\n")
+    write_config(deploy, plugins=["lazybot:router"])
+    done = subprocess.run(
+        [TETHER, "chat", "-c", "deploy/tether.yaml"],
+        input="hello\n", capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "HELLO!\n"
+
+
+@pytest.mark.slow
 def test_the_example_config_checks_from_the_repository_root() -> None:
     done = tether("check", "-c", "examples/tether.yaml", cwd=ROOT, env=clean_env())
     assert done.returncode == 0, done.stderr
