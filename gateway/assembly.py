@@ -24,6 +24,7 @@ from tether.gateway.agent.cron import with_jobs
 from tether.gateway.builtin.access import Access, access_router
 from tether.gateway.builtin.commands import commands_router
 from tether.gateway.builtin.echo import echo_router
+from tether.gateway.builtin.export import export_router
 from tether.gateway.builtin.people import people_router
 from tether.gateway.builtin.presses import unhandled_presses
 from tether.gateway.builtin.stop import stop_router
@@ -107,6 +108,7 @@ def load_router(
         root.include(router)
     root.include(commands_router(settings, root, access.is_admin if access else None))
     root.include(people_router())  # /link, /unlink
+    root.include(export_router())  # /export
     root.include(task_commands())  # /tasks, /cancel ID
     root.include(task_router())  # task events: the agent at work (gateway/tasks/run.py)
     if settings.agent.handler == "llm":

@@ -25,6 +25,7 @@ from tether.gateway.assembly import build_adapters, load_router
 from tether.gateway.handler.plugins import check_job_handlers
 from tether.gateway.init import add_init_command
 from tether.gateway.inspection import erasure as inspection_erasure
+from tether.gateway.inspection import export as inspection_export
 from tether.gateway.inspection import people as inspection_people
 from tether.gateway.inspection import search as inspection_search
 from tether.gateway.inspection import store as inspection
@@ -165,6 +166,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     erase.add_argument("identity", help="PLATFORM:USER, as /whoami shows it")
     erase.add_argument("--yes", action="store_true", help="erase (without it: say what)")
+    out = command("export", inspection_export.export, "export a person or a conversation (JSONL)")
+    out.add_argument("identity", nargs="?", help="PLATFORM:USER, as /whoami shows it")
+    out.add_argument("--conversation", help="export this conversation instead (as listed)")
+    out.add_argument("--out", help="the folder to write (default: export-SUBJECT-TIME)")
     return parser
 
 

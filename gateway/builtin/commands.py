@@ -38,6 +38,7 @@ DESCRIPTIONS = {
     "link": "link your account on another platform to this one ([CODE])",
     "unlink": "undo /link for this account",
     "forgetme": "erase everything I keep of you (asks to confirm)",
+    "export": "everything I keep of you, as a file (in a direct message)",
     "stop": "stop the answer I am working on now",
     "whoami": "your user and chat ids (for access.allow)",
     "approve": "let in the person who asked for access with CODE (admins)",
