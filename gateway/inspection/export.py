@@ -79,7 +79,11 @@ async def _export_on(
     counts = made.lines[0]["counts"]
     if not counts["turn"] and not counts["fact"] and not counts["reminder"]:
         print(f"nothing of {', '.join(subject.identities) or conversation} is stored")
-    shown = ", ".join(f"{n} {kind}s" for kind, n in counts.items())
+    shown = ", ".join(_many(n, kind) for kind, n in counts.items())
     print(f"exported {', '.join(subject.identities) or conversation} to {out / LINES}: {shown}")
-    print(f"  {len(made.files)} files under {out / 'files'}, {len(made.jsonl())} bytes of JSONL")
+    print(f"  {_many(len(made.files), 'file')} under {out / 'files'}, {len(made.jsonl())} bytes")
     return 0
+
+
+def _many(count: int, thing: str) -> str:
+    return f"{count} {thing}" if count == 1 else f"{count} {thing}s"

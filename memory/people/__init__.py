@@ -4,9 +4,12 @@
   (platforms, accounts) one person, so their person-facts and DMs follow them.
 - :mod:`.erasure`: ``tether forget`` and ``/forgetme``, which remove a person and every
   identity linked with them in one transaction, leaving inbox tombstones and an audit row.
+- :mod:`.export` and :mod:`.archive`: ``tether export`` and ``/export``, the same rows
+  read out (found as the erasure finds them) and written as JSONL with the files.
+  Imported from there, not here: export reads the concrete stores, which import this.
 
-They share a room because erasure starts from the links: forgetting a person forgets
-every identity they linked.
+They share a room because erasure and export start from the links: forgetting (or
+exporting) a person covers every identity they linked.
 """
 
 from tether.memory.people.erasure import Erased, ErasureStore, SqlErasure, compact_sqlite
