@@ -34,6 +34,7 @@ from tether.gateway.builtin import export as builtin_export
 from tether.gateway.builtin.export import sends_documents
 from tether.gateway.cli import main
 from tether.gateway.inspection.export import identity_of
+from tether.memory.blobs import blob_key
 from tether.memory.people.archive import read_lines, safe_name
 from tether.memory.people.export import all_turns
 from tether.memory.store import Store
@@ -236,6 +237,15 @@ async def test_export_in_a_dm_sends_a_zip_that_holds_a_valid_export(
         assert list(files.values()) == [CHART]
         assert turns_of(lines) == await stored(store, ada_dm, ada_group)
 
+        # the zips are reply files of her DM: erasing her erases them
+        assert await store.blob(blob_key(document.data)) == document.data
+        await chat.say("/forgetme yes")
+        assert await store.blob(blob_key(document.data)) is None
+        [empty] = await chat.say("/export")
+        lines, files = unzipped(empty.files[0].data)
+        valid(lines)
+        assert lines[0]["counts"] == dict.fromkeys(lines[0]["counts"], 0) and not files
+
 
 async def test_export_in_a_group_answers_in_text(tmp_path: Path, model: FakeModel) -> None:
     async with bot(tmp_path, model) as chat:
@@ -273,6 +283,32 @@ async def test_a_rerun_after_a_failure_builds_once_and_sends_once(
         assert failed and len(built) == 1  # the second run got the zip the first built
         assert [len(reply.files) for reply in replies] == [1]
         valid(unzipped(replies[0].files[0].data)[0])
+
+
+class TextOnly(LoopbackAdapter):
+    """A platform that cannot send files (the console's and the web chat's way)."""
+
+    send_files = Adapter.send_files
+
+
+async def test_a_platform_without_documents_or_under_the_size_is_told_in_text(
+    tmp_path: Path, model: FakeModel
+) -> None:
+    chat = bot(tmp_path, model)
+    chat.adapter = TextOnly(edits=True)
+    async with chat:
+        await chat.say("hello")
+        [reply] = await chat.say("/export")
+        assert reply.files == () and "cannot send a document" in reply.text
+        assert f"tether export {ADA}" in reply.text
+    (tmp_path / "small").mkdir()
+    small = bot(tmp_path / "small", model)
+    small.adapter.upload_limit = 200
+    async with small:
+        await small.say("hello " * 100)
+        [reply] = await small.say("/export")
+        assert reply.files == () and "more than I can send" in reply.text
+        assert f"tether export {ADA}" in reply.text
 
 
 def test_a_platform_without_documents_is_told_so() -> None:
