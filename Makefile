@@ -6,13 +6,23 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test fuzz lint typecheck bench compare clean
 
+RUNSTAMP := $(VENV)/.installed-run
+
+# `make test`: every extra and the test tools.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip 'setuptools>=77' wheel
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP)
+# `make run`: the core, which is all the embedded default needs (SQLite, console, echo).
+$(RUNSTAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip 'setuptools>=77' wheel
+	$(BIN)/pip install -q -e .
+	touch $(RUNSTAMP)
+
+run: $(RUNSTAMP)
 	$(BIN)/tether run
 
 lint: $(STAMP)

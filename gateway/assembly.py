@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from tether.adapters.base import Adapter
 from tether.config.schema import Settings
 from tether.errors import GatewayError
+from tether.extras import require
 from tether.gateway.agent.cron import with_jobs
 from tether.gateway.builtin.access import Access, access_router
 from tether.gateway.builtin.commands import commands_router
@@ -137,8 +138,35 @@ def _guarded(router: Router, access: Access, turns: Turns) -> Router:
     return root
 
 
+def require_extras(settings: Settings) -> None:
+    """Every extra the config turns on is installed, or a ``GatewayError`` names the key
+    and the ``pip install`` (:mod:`tether.extras`): before anything is built, so ``tether
+    check``, ``run`` and ``chat`` say it in one line."""
+    needed: list[tuple[str, str]] = []
+    every: list[tuple[str, object]] = [("platforms", settings.platforms)]
+    every += [(f"agents[{i}].platforms", a.platforms) for i, a in enumerate(settings.agents)]
+    for where, platforms in every:
+        for name in ("telegram", "discord", "feishu"):
+            if getattr(platforms, name, None):
+                needed.append((name, f"{where}.{name}"))
+    if settings.memory.store.startswith(("postgresql://", "postgres://")):
+        needed.append(("postgres", "memory.store"))
+    if settings.llm is not None:
+        needed.append(("llm", "llm"))
+    if settings.memory.embeddings is not None:
+        needed.append(("llm", "memory.embeddings"))
+    if settings.mcp.servers:
+        needed.append(("mcp", "mcp.servers"))
+    if settings.http.enabled and (settings.http.ui.enabled or settings.platforms.web.enabled):
+        needed.append(("console", "http.ui" if settings.http.ui.enabled else "platforms.web"))
+    for extra, key in needed:
+        require(extra, key)
+
+
 def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[str, Adapter]:
-    """The adapters the config enables (``console`` overrides ``platforms.console.enabled``)."""
+    """The adapters the config enables (``console`` overrides ``platforms.console.enabled``),
+    after :func:`require_extras`."""
+    require_extras(settings)
     adapters: dict[str, Adapter] = {}
     use_console = settings.platforms.console.enabled if console is None else console
     if use_console:

@@ -175,7 +175,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _version() -> str:
     try:
-        return metadata.version("tether")
+        return metadata.version("tether-gateway")
     except metadata.PackageNotFoundError:  # a source tree that was never installed
         return "unknown"
 

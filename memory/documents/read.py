@@ -9,7 +9,7 @@ from pathlib import Path
 #: The suffixes read as text; ``.pdf`` is the other kind.
 TEXT = {".md", ".markdown", ".txt", ".text", ".rst"}
 KINDS = TEXT | {".pdf"}
-INSTALL = "pip install 'tether[documents]'"
+INSTALL = "pip install 'tether-gateway[documents]'"
 
 
 class Unreadable(Exception):

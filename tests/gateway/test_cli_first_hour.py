@@ -261,7 +261,7 @@ def test_inspection_names_the_config_that_pointed_at_no_store(tmp_path: Path) ->
 @pytest.mark.slow
 def test_version() -> None:
     done = tether("--version")
-    assert done.returncode == 0 and done.stdout == f"tether {metadata.version('tether')}\n"
+    assert done.returncode == 0 and done.stdout == f"tether {metadata.version('tether-gateway')}\n"
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ shadow, or be shadowed by, Tether's.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.config import ROOT
+from tests.fakes.telegram_api import FakeTelegram
+from tests.support.config import ROOT, write_config
 
 FOLDERS = ("gateway", "adapters", "memory", "scheduler", "config")
 
@@ -49,7 +51,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         capture_output=True,
     )
-    (built,) = out.glob("tether-*.whl")
+    (built,) = out.glob("tether_gateway-*.whl")
     return built
 
 
@@ -108,3 +110,64 @@ def test_the_console_templates_and_static_files_are_in_the_wheel(wheel: Path) ->
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("templates/base.html", "templates/chat.html", "static/console.js"):
         assert f"tether/gateway/web/{name}" in names
+
+
+@pytest.fixture(scope="module")
+def telegram_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the wheel and its ``telegram`` extra, from the package
+    index: what ``pip install 'tether-gateway[telegram]'`` gives a user."""
+    venv = tmp_path_factory.mktemp("venv") / "telegram"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[telegram]"],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return venv
+
+
+@pytest.mark.slow
+def test_a_telegram_install_holds_no_other_part_and_names_a_missing_extra(
+    telegram_venv: Path, tmp_path: Path
+) -> None:
+    listed = subprocess.run(
+        [str(telegram_venv / "bin" / "pip"), "list", "--format=freeze"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.lower()
+    installed = {line.split("==")[0] for line in listed.splitlines()}
+    assert {"python-telegram-bot", "tether-gateway"} <= installed
+    assert not installed & {"lark-oapi", "discord.py", "asyncpg", "mcp", "playwright", "openai"}
+    discord = write_config(tmp_path, platforms={"discord": {"token": "abc.def.ghi"}})
+    done = subprocess.run(
+        [str(telegram_venv / "bin" / "tether"), "check", "-c", str(discord)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert done.stderr == (
+        "tether: platforms.discord needs the discord extra (discord.py not installed):"
+        " pip install 'tether-gateway[discord]'\n"
+    )
+
+
+@pytest.mark.slow
+async def test_a_telegram_install_runs_a_bot_against_the_fake(
+    telegram_venv: Path, tmp_path: Path, telegram: FakeTelegram
+) -> None:
+    platform = {"token": telegram.token, "base_url": telegram.base_url}
+    config = write_config(tmp_path, platforms={"telegram": platform})
+    proc = await asyncio.create_subprocess_exec(
+        str(telegram_venv / "bin" / "tether"), "run", "-c", str(config),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        telegram.push(message=telegram.message(4242, "hello from a lean install"))
+        await telegram.wait_for(lambda: len(telegram.sent) >= 1, timeout=60)
+    finally:
+        proc.terminate()
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert telegram.sent[0]["text"] == "hello from a lean install", err.decode()[-2000:]

@@ -173,7 +173,7 @@ FLOORS = [
     "tether.gateway",
     "face",
 ]
-FACE = {"tether", "tether.testing"}
+FACE = {"tether", "tether.__main__", "tether.testing"}
 
 
 def floor(module: str) -> str:
