@@ -37,6 +37,7 @@ from tether.gateway.core.sweep import Sweep
 from tether.gateway.core.waits import Waits
 from tether.gateway.handler.routing import Router
 from tether.gateway.ops.lockfile import StoreLock
+from tether.gateway.ops.pruner import Pruner
 from tether.gateway.ops.runtime import running_loop
 from tether.gateway.ops.start_errors import encoding_error, listen_error, quietly, store_error
 from tether.gateway.recall import Recall
@@ -67,12 +68,11 @@ class Gateway:
     ``router``, instead of it), store or clock. A test drives one through
     ``tether.testing.Bot``.
 
-    ``start`` and ``stop`` keep the order that keeps the promise (see the module
-    docstring): nothing is acknowledged to a platform before the store is open and
-    recovery has run, and ingress stops before the handlers and the outbox drain.
-    ``tether run`` serves one until a signal (:mod:`tether.gateway.serve`); ``drain``
-    finishes what was accepted (``tether chat`` at EOF); ``readiness`` is ``/readyz``.
-    On SQLite a gateway holds a lock beside the file, so a second one refuses to start.
+    ``start`` and ``stop`` keep the order that keeps the promise (see the module docstring):
+    nothing is acknowledged to a platform before the store is open and recovery has run, and
+    ingress stops before the handlers and the outbox drain. ``tether run`` serves one until a
+    signal (:mod:`tether.gateway.serve`); ``drain`` finishes what was accepted (``tether
+    chat`` at EOF); ``readiness`` is ``/readyz``. A second gateway on a SQLite file refuses.
     """
 
     def __init__(
@@ -160,11 +160,8 @@ class Gateway:
             readings=lambda: self.llm.readings() if self.llm else [],
         )
         #: Cron jobs are ingress too: started after the adapters, stopped before them.
-        self.scheduler = (
-            Scheduler(self.jobs, self.store, self.inbox, clock=clock)
-            if scheduler and self.jobs
-            else None
-        )
+        jobs = scheduler and self.jobs
+        self.scheduler = Scheduler(self.jobs, self.store, self.inbox, clock=clock) if jobs else None
         self.sweep = Sweep(
             self.store,
             self.dispatcher,
@@ -172,6 +169,7 @@ class Gateway:
             interval,
             chores=lambda: self.access.tell_approved(self.inbox.accept, self.adapters),
         )
+        self.pruner = Pruner(self.store, lambda: self.settings)  # memory.retention, if set
         use_http = settings.http.enabled if http is None else http
         self.http: HttpServer | None = None
         if use_http:  # aiohttp's server side (aiohttp.web, 2 MB) is imported only for it
@@ -333,6 +331,7 @@ class Gateway:
             undo.push_async_callback(quietly, "watchdog.stop", self.watchdog.stop)
             await self.watchdog.start()
         self.sweep.start()
+        self.pruner.start()
 
     async def stop(self) -> None:
         """Ingress first, then in-flight handlers, then the outbox, then the store.
@@ -359,6 +358,7 @@ class Gateway:
                 log.exception("adapter.stop_failed", platform=adapter.platform)
         self._started.clear()
         await self.sweep.stop()
+        await self.pruner.stop()
         await self.waits.stop()
         await self.dispatcher.stop(max(0.0, deadline - time.monotonic()))
         await self.outbox.flush(max(0.0, deadline - time.monotonic()))  # outbox.flush_timeout

@@ -37,6 +37,9 @@ LLM_KEY_STATE = Gauge(
 LLM_BREAKER_OPEN = Gauge(
     "tether_llm_breaker_open", "1 while a model's circuit breaker sends calls elsewhere", ["model"]
 )
+PRUNED = Counter(
+    "tether_pruned_rows_total", "Rows deleted (payloads: reduced) by retention", ["class"]
+)
 CRON_FIRES = Counter("tether_cron_fires_total", "Cron fires accepted", ["job"])
 CRON_SKIPS = Counter("tether_cron_skips_total", "Cron fires skipped", ["job", "reason"])
 CONNECTED = Gauge("tether_platform_connected", "1 while a platform is connected", ["platform"])

@@ -35,6 +35,7 @@ from tether.memory.records import (
     Window,
 )
 from tether.memory.reminders import SqlReminders
+from tether.memory.retention import SqlPruning
 from tether.memory.revocations import SqlRevocations
 from tether.memory.sql import statements as sql
 from tether.memory.sql.console import ConsoleSql
@@ -69,6 +70,7 @@ class SqlStore(
     SqlRevocations,
     SqlPeople,
     SqlErasure,
+    SqlPruning,
     ConsoleSql,
     Store,
 ):

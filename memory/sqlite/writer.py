@@ -72,6 +72,9 @@ def connect(
     """Open ``path``; with ``create=False`` only an existing file, read-write."""
     if create:
         db = sqlite3.connect(path, isolation_level=None)
+        # Before WAL: a new file's header is written then, with this; an existing file
+        # keeps its own mode (converting one takes a VACUUM: memory/retention/sizes.py).
+        db.execute("PRAGMA auto_vacuum=INCREMENTAL")
     else:
         db = sqlite3.connect(_uri(path) + "?mode=rw", isolation_level=None, uri=True)
     db.execute("PRAGMA journal_mode=WAL")
