@@ -49,6 +49,7 @@ from tether.config.platforms import (
     TelegramConfig,
     TelegramWebhookConfig,
 )
+from tether.config.retention import RetentionConfig, check_inbox_retention, enabled_platforms
 from tether.config.section import Patterns, Section
 from tether.config.tools import DEFAULT_MAX_TOOL_ROUNDS, TasksConfig, ToolsConfig
 from tether.files import in_pseudo_filesystem
@@ -137,6 +138,8 @@ class MemoryConfig(Section):
     #: Semantic recall: turns found by meaning too, through an embeddings endpoint
     #: (``{provider, model}``; docs/recall.md). Off (``null``) by default: no call made.
     embeddings: EmbeddingsConfig | None = None
+    #: Per class of data, how long it is kept (config/retention.py); kept forever by default.
+    retention: RetentionConfig = RetentionConfig()
 
     @field_validator("store")
     @classmethod
@@ -315,6 +318,12 @@ class Settings(Section):
     def _agents(cls, value: list[AgentSpec], info: ValidationInfo) -> list[AgentSpec]:
         llm = info.data.get("llm")
         return check_agents(value, set(llm.models) if llm is not None else None)
+
+    @model_validator(mode="after")
+    def _dedup_outlives_redelivery(self) -> Settings:
+        """A finished inbox row is kept past every enabled platform's redelivery window."""
+        check_inbox_retention(self.memory.retention, enabled_platforms(self))
+        return self
 
     @field_validator("jobs")
     @classmethod
