@@ -112,3 +112,15 @@ def test_a_newer_store_without_a_backup_says_there_is_none(
     assert main(["status", "-c", str(write_config(tmp_path))]) == 1
     refusal = capsys.readouterr().err
     assert "upgrade Tether (no backup from before the migration is beside it)" in refusal
+
+
+def test_no_migration_runs_when_its_backup_cannot_be_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "tether.db"
+    older_store(db, NEWEST - 1)
+    (tmp_path / f"tether.db.pre-v{NEWEST - 1}.bak").mkdir()  # in the way, as a full disk is
+    assert main(["status", "-c", str(write_config(tmp_path))]) == 1
+    assert "pre-v" in capsys.readouterr().err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (NEWEST - 1,)  # not migrated
