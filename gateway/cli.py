@@ -24,6 +24,7 @@ from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters, load_router
 from tether.gateway.handler.plugins import check_job_handlers
 from tether.gateway.init import add_init_command
+from tether.gateway.inspection import backup as inspection_backup
 from tether.gateway.inspection import erasure as inspection_erasure
 from tether.gateway.inspection import export as inspection_export
 from tether.gateway.inspection import people as inspection_people
@@ -166,6 +167,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     erase.add_argument("identity", help="PLATFORM:USER, as /whoami shows it")
     erase.add_argument("--yes", action="store_true", help="erase (without it: say what)")
+    saved = command("backup", inspection_backup.backup, "copy the store, safely while it runs")
+    saved.add_argument("path", help="the backup file (or a directory for a dated one)")
+    saved.add_argument("--check", action="store_true", help="check PATH as a backup instead")
+    back = command("restore", inspection_backup.restore, "put a backup in place of the store")
+    back.add_argument("path", help="the backup file (checked first; the gateway stopped)")
     out = command("export", inspection_export.export, "export a person or a conversation (JSONL)")
     out.add_argument("identity", nargs="?", help="PLATFORM:USER, as /whoami shows it")
     out.add_argument("--conversation", help="export this conversation instead (as listed)")

@@ -24,6 +24,9 @@ from tether.gateway.llm.keys import key_lines, live_keys
 from tether.gateway.ops.alerts import open_alerts
 from tether.gateway.ops.start_errors import store_error
 from tether.memory.operator import PairingStore, ReportStore
+from tether.memory.sqlite import SqliteStore
+from tether.memory.sqlite import backup as sqlite_backup
+from tether.memory.sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
 from tether.memory.store import Store
 from tether.memory.stores import missing, open_store
 from tether.memory.tasks import ENDED
@@ -111,8 +114,10 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
     tasks = await store.task_counts()
     keys = await asyncio.to_thread(live_keys, settings)
     agents = agents_report(settings, await store.spend_by_conversation(today))
+    schema = await schema_version(store)
     if as_json:
         report = {
+            "schema": schema,
             "events": events,
             "outbox": sends,
             "tasks": {s: tasks.get(s, 0) for s in TASK_STATUSES},
@@ -130,6 +135,8 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
         }
         print(json.dumps(report, indent=2))
         return 0
+    if schema is not None:
+        print(f"schema   version {schema['version']} (this Tether: {schema['newest']})")
     print("events   " + "  ".join(f"{name} {n}" for name, n in events.items()))
     print("outbox   " + "  ".join(f"{name} {n}" for name, n in sends.items()))
     if tasks:
@@ -154,6 +161,24 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
         + "".join(f"; {m} {v['tokens']:,}" for m, v in spend.items())
     )
     return 0
+
+
+async def schema_version(store: Store) -> dict[str, int] | None:
+    """The schema version the store's tables are at, and the newest this Tether knows
+    (None for the in-memory store). PostgreSQL's modules are loaded only if it is in use."""
+    if isinstance(store, SqliteStore):
+        newest = len(SQLITE_MIGRATIONS)
+        if store.path == ":memory:":  # a scratch file, made at the newest version
+            return {"version": newest, "newest": newest}
+        version = await asyncio.to_thread(sqlite_backup.schema_version, store.path)
+        return {"version": version, "newest": newest}
+    postgres = sys.modules.get("tether.memory.postgres")
+    if postgres is not None and isinstance(store, postgres.PostgresStore):
+        from tether.memory.postgres.schema import MIGRATIONS
+
+        version = await store.pool.fetchval("SELECT max(version) FROM tether_schema")
+        return {"version": int(version or 0), "newest": len(MIGRATIONS)}
+    return None
 
 
 # -- pair --------------------------------------------------------------------------
