@@ -113,10 +113,15 @@ def restore(settings: Settings, args: argparse.Namespace) -> int:
     if os.path.exists(store) and os.path.samefile(store, backup_file):
         print(f"tether restore: {backup_file} is the store itself", file=sys.stderr)
         return EXIT_CONFIG
+    folder = Path(store).resolve().parent
+    if not folder.is_dir():
+        raise GatewayError(f"tether restore: no directory {folder} for the store {store}")
     lock = StoreLock(SqliteStore(store))
     try:
         lock.take()
-    except GatewayError:
+    except GatewayError as exc:
+        if "another tether process" not in str(exc):
+            raise  # the store's file would not open: StoreLock said why
         print(
             f"tether restore: a tether process is running on {store}; stop it first"
             " (systemctl stop tether, or Ctrl-C), then restore. The store was not touched.",
