@@ -24,6 +24,7 @@ from tether.gateway.llm.keys import key_lines, live_keys
 from tether.gateway.ops.alerts import open_alerts
 from tether.gateway.ops.start_errors import store_error
 from tether.memory.operator import PairingStore, ReportStore
+from tether.memory.retention.sizes import size_lines, size_report
 from tether.memory.sqlite import SqliteStore
 from tether.memory.sqlite import backup as sqlite_backup
 from tether.memory.sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
@@ -115,6 +116,7 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
     keys = await asyncio.to_thread(live_keys, settings)
     agents = agents_report(settings, await store.spend_by_conversation(today))
     schema = await schema_version(store)
+    storage = await size_report(store)  # rows and bytes by class of data (retention)
     if as_json:
         report = {
             "schema": schema,
@@ -129,6 +131,7 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
             "agents": agents,
             "spend_today": spend,
             "llm_keys": keys,
+            "storage": storage,
             "alerts": [
                 {"check": a.check, "since": _iso(a.since), "detail": a.detail} for a in alerts
             ],
@@ -151,6 +154,8 @@ async def _status_on(settings: Settings, store: Store, as_json: bool) -> int:
     for entry in cron[:10]:
         print(f"next fire  {entry['job']:<24} {entry['next_fire']}")
     for line in key_lines(keys):
+        print(line)
+    for line in size_lines(storage) if storage else []:
         print(line)
     for alert in alerts:
         print(f"ALERT      {alert.check:<24} since {_when(alert.since)}  {alert.detail}")

@@ -32,6 +32,8 @@ TABLES: dict[str, tuple[str, ...]] = {
 }
 #: Pages one incremental vacuum transaction frees at most (4 MB of 4 KB pages).
 RECLAIM_PAGES = 1000
+#: How a file made before auto_vacuum is converted, once, with the gateway stopped.
+CONVERT = "sqlite3 FILE 'PRAGMA auto_vacuum=INCREMENTAL; VACUUM;'"
 #: ``PRAGMA auto_vacuum`` of a file that gives pages back.
 INCREMENTAL = 2
 
@@ -119,3 +121,47 @@ async def file_pages(store: Any) -> tuple[int, int, int]:
     (free,) = (await store._rows("PRAGMA freelist_count"))[0]
     (size,) = (await store._rows("PRAGMA page_size"))[0]
     return int(count), int(free), int(size)
+
+
+async def size_report(store: Any) -> dict[str, Any] | None:
+    """``tether status``'s storage: rows and bytes per class, and on SQLite the file's
+    pages and its vacuum mode; None for a store that keeps nothing on disk."""
+    if not isinstance(store, SqlSizes):
+        return None
+    sizes = await store.class_sizes()
+    report: dict[str, Any] = {
+        "classes": {kind: {"rows": s.rows, "bytes": s.bytes} for kind, s in sizes.items()},
+        "vacuum": await store.vacuum_mode(),
+    }
+    if not getattr(store, "shared", False):
+        count, free, page = await file_pages(store)
+        report["file"] = {"pages": count, "free_pages": free, "page_size": page}
+    return report
+
+
+def size_lines(report: dict[str, Any]) -> list[str]:
+    """The report as ``tether status`` prints it."""
+    lines = []
+    for kind, size in report["classes"].items():
+        stored = "" if size["bytes"] is None else f"  {_bytes(size['bytes'])}"
+        what = "bytes in payloads" if kind == "payloads" else "rows"
+        rows = "" if kind == "payloads" else f"{size['rows']:,} {what}"
+        lines.append(f"stored     {kind:<13} {rows}{stored}".rstrip())
+    file = report.get("file")
+    if file is not None:
+        total, free = file["pages"] * file["page_size"], file["free_pages"] * file["page_size"]
+        lines.append(
+            f"file       {_bytes(total)}, {_bytes(free)} free; auto_vacuum {report['vacuum']}"
+        )
+        if report["vacuum"] != "incremental":
+            lines.append(f"           (pruned pages are reused, not given back: {CONVERT})")
+    return lines
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"

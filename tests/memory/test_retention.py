@@ -158,3 +158,14 @@ def test_a_payload_is_reduced_to_what_dedup_and_reports_read() -> None:
     reduced = reduced_payload(payload)
     assert reduced is not None and "555" not in reduced and '"raw":null' in reduced
     assert reduced_payload(reduced) is None
+
+
+async def test_the_size_report_has_every_class(prunable: Store) -> None:
+    from tether.memory.retention.sizes import size_lines, size_report
+
+    await finished(prunable, "k")
+    report = await size_report(prunable)
+    assert report is not None and report["classes"]["inbox"]["rows"] == 1
+    assert set(report["classes"]) >= {"payloads", "steps", "outbox", "blobs", "history", "audit"}
+    lines = size_lines(report)
+    assert any(line.split()[1:3] == ["inbox", "1"] for line in lines)

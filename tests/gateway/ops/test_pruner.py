@@ -14,7 +14,8 @@ from tests.support.config import events_named, inbox_rows, make_settings
 from tests.support.gateway import running
 from tests.support.telegram import SECRET, post_update
 from tether import metrics
-from tether.config.loader import ConfigError, load_text
+from tether.config.loader import load_text
+from tether.errors import ConfigError
 
 HOUR = 3600.0
 
