@@ -58,14 +58,16 @@ def duration(value: Any) -> Any:
 #: An age in seconds, written as a duration; ``null``: kept forever.
 Age = Annotated[float | None, BeforeValidator(duration), Field(default=None, gt=0)]
 
-#: The classes, in the order a pass prunes them (rows that name others go first).
+#: The classes, in the order a pass prunes them: dead letters before the inbox rows they
+#: hold, the inbox rows (with their steps) before the payloads and steps of the rows that
+#: stay, outbox rows before the blobs they name.
 CLASSES = (
-    "payloads",
-    "steps",
     "outbox",
     "history",
     "dead_letters",
     "inbox",
+    "payloads",
+    "steps",
     "blobs",
     "audit",
 )

@@ -134,18 +134,21 @@ class SqlPruning(SqlSizes):
                     f"SELECT key FROM dead_letters WHERE key IN ({_marks(dead)})", dead
                 )
                 lettered = {str(row[0]) for row in found}
-            seqs = [int(r[0]) for r in finished if str(r[1]) not in lettered]
-            if seqs:
+            gone = [r for r in finished if str(r[1]) not in lettered]
+            if gone:
+                # Their steps first, in the same transaction (both stores run a write's
+                # statements in order), of the rows still finished (one retried since the
+                # read is running again, and keeps its row and its steps).
+                seqs = [int(r[0]) for r in gone]
                 where = f"seq IN ({_marks(seqs)}) AND status IN ('done', 'dead') AND updated < ?"
-                params = (*seqs, before)
-                keys = f"SELECT key FROM inbox WHERE {where}"
+                params, keys = (*seqs, before), f"SELECT key FROM inbox WHERE {where}"
                 await self._write(
                     FINISH,
                     (f"DELETE FROM steps WHERE event_key IN ({keys})", params),
                     (f"DELETE FROM usage_calls WHERE event_key IN ({keys})", params),
+                    (f"DELETE FROM inbox WHERE {where}", params),
                 )
-                await self._write(FINISH, (f"DELETE FROM inbox WHERE {where}", params))
-                done += len(seqs)
+                done += len(gone)
             if page:
                 after = int(page[-1][0])
             if len(page) < len(rows) or len(rows) < batch:

@@ -131,6 +131,12 @@ async def test_audit_goes_when_old(prunable: Store) -> None:
     assert sizes["audit"].rows == 0
 
 
+async def test_an_inbox_row_goes_with_its_steps(prunable: Store) -> None:
+    await finished(prunable, "k")
+    assert await prune(prunable, "inbox", time.time()) == 1
+    assert await prunable.steps("k") == {}
+
+
 def _file(blob: str) -> object:
     from tether.files import OutFile
 
