@@ -239,6 +239,10 @@ def _host(value: str) -> str:
     return value
 
 
+#: memory/blobs.py's MAX_BLOB_BYTES: the store's own cap on one file.
+_MAX_FILE = 50 * 1024 * 1024
+
+
 class MediaConfig(Section):
     """``media:``: what ``files=`` may reach besides the bytes a handler holds. Closed by
     default, since a handler often names a file from what a person or a model said
@@ -254,6 +258,13 @@ class MediaConfig(Section):
     fetch_timeout: float = Field(default=30.0, gt=0)
     #: Redirects one URL may follow; each is checked like the URL itself.
     max_redirects: int = Field(default=5, ge=0, le=20)
+    #: The largest file a reply may carry (each platform's own limit still applies; none
+    #: takes more than 50 MB, Telegram's): stored as a blob, so a cap on the store too.
+    max_file_bytes: int = Field(default=_MAX_FILE, ge=1, le=_MAX_FILE)
+    #: ``ctx.download``'s cap on a file a person sent, when the handler gives none.
+    max_download_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    #: A photo passed to a model that sees images (larger ones are refused with a note).
+    max_image_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
 
     def host_rules(self) -> tuple[HostRule, ...]:
         return parse_rules(tuple(self.allow_hosts))

@@ -20,11 +20,9 @@ from typing import Any
 from tether import metrics
 from tether.errors import DownloadError
 from tether.events import Attachment
-from tether.gateway.handler.context import Context
+from tether.gateway.handler.context import Context, turn_of
 from tether.memory import tokens
 
-#: Largest image sent to a model (OpenAI takes up to 20 MB; a photo is far smaller).
-IMAGE_CAP = 10 * 1024 * 1024
 _IMAGE_KINDS = frozenset({"photo", "image"})
 #: What to call each kind of file in a reply.
 _NAMES = {
@@ -97,7 +95,7 @@ async def look(ctx: Context, text: str) -> Seen:
             )
             continue
         try:
-            data = await ctx.download(attachment, max_bytes=IMAGE_CAP)
+            data = await ctx.download(attachment, max_bytes=turn_of(ctx).media.max_image_bytes)
         except DownloadError as exc:
             ctx.log.warning("vision.download_failed", kind=attachment.kind, error=str(exc))
             seen.notes.append(f"I couldn't fetch your image ({exc}).")

@@ -105,8 +105,9 @@ async def store_files(
     ``cap`` is the platform's upload limit (its adapter's ``upload_limit``), and never
     above the store's; ``platform`` names it in errors and logs; ``media`` is what local
     paths and URLs may reach (``media:``; without it, no local file and no private host)."""
-    cap = MAX_BLOB_BYTES if cap is None else min(cap, MAX_BLOB_BYTES)
     media = media or MediaConfig()
+    most = min(MAX_BLOB_BYTES, media.max_file_bytes)  # media.max_file_bytes
+    cap = most if cap is None else min(cap, most)
     blobs = blob_store(store) if specs else None
     out: list[OutFile] = []
     for index, raw in enumerate(specs):
