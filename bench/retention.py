@@ -83,6 +83,7 @@ def settings_for(url: str, retention: dict[str, Any] | None) -> Any:
 
 
 def file_size(path: Path) -> int:
+    """The database file and its WAL (which keeps its largest size between checkpoints)."""
     wal = path.with_name(path.name + "-wal")
     return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
@@ -152,7 +153,7 @@ def main() -> None:
     parser.add_argument("--age", type=float, default=5.0, help="seconds each class is kept")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between passes")
     parser.add_argument("--pipeline-events", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--log", help="keep the log here")
     args = parser.parse_args()
     ages = {name: args.age for name in ("payloads", "inbox", "steps", "outbox", "audit")}

@@ -7,7 +7,9 @@ PostgreSQL's ``pg_total_relation_size`` (the table with its indexes and TOAST).
 SQLite gives a deleted row's pages back to the file only with ``auto_vacuum``: a store
 created by this Tether has ``INCREMENTAL`` (set before its first table), and each
 pruning pass ends with ``PRAGMA incremental_vacuum``, which moves free pages to the end
-and truncates them off, a bounded number per transaction. A file from before keeps its
+and truncates them off, a bounded number per transaction, past a quarter of the file
+left free for the rows that come next (so steady pruning reuses pages rather than
+shrinking the file and growing it again). A file from before keeps its
 free pages for new rows (it stops growing, it does not shrink) until converted once,
 with the gateway stopped: ``sqlite3 tether.db 'PRAGMA auto_vacuum=INCREMENTAL; VACUUM;'``.
 """
@@ -34,6 +36,8 @@ TABLES: dict[str, tuple[str, ...]] = {
 RECLAIM_PAGES = 1000
 #: How a file made before auto_vacuum is converted, once, with the gateway stopped.
 CONVERT = "sqlite3 FILE 'PRAGMA auto_vacuum=INCREMENTAL; VACUUM;'"
+#: The share of the file's pages left free after a pass, for the next rows to reuse.
+SLACK = 0.25
 #: ``PRAGMA auto_vacuum`` of a file that gives pages back.
 INCREMENTAL = 2
 
@@ -79,8 +83,11 @@ class SqlSizes:
             return 0
         freed = 0
         while True:
-            (free,) = (await self._rows("PRAGMA freelist_count"))[0]
-            pages = min(int(free), RECLAIM_PAGES)
+            total, free, _size = await file_pages(self)
+            # A quarter of the file stays free for the rows that come next: pruning at
+            # the rate traffic writes then reuses pages instead of truncating the file
+            # and growing it again; a backlog pruned at once (a first pass) goes back.
+            pages = min(free - int(total * SLACK), RECLAIM_PAGES)
             if pages <= 0:
                 return freed
             # One page per run: Python's sqlite3 steps a statement once, and each step of

@@ -124,3 +124,17 @@ def test_durations_and_the_defaults() -> None:
         load_text("memory: {retention: {blobs: 10m}}")  # a running handler's files
     with pytest.raises(ConfigError, match=r"memory\.retention\.history"):
         load_text("memory: {retention: {history: 3 weeks}}")
+
+
+def test_tether_check_names_the_key_of_a_too_short_inbox_retention(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.config import write_config
+    from tether.gateway.cli import main
+
+    feishu = {"app_id": "cli_a1b2", "app_secret": "s"}
+    config = write_config(
+        tmp_path, platforms={"feishu": feishu}, memory={"retention": {"inbox": "2h"}}
+    )
+    assert main(["check", "-c", str(config)]) == 2
+    assert "memory.retention.inbox: 2h is shorter than feishu's" in capsys.readouterr().err
