@@ -12,7 +12,9 @@ stored numbers instead of re-tokenizing the history.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
+from tether.errors import Fatal
 from tether.memory import tokens
 from tether.memory.people import PeopleStore
 from tether.memory.records import (
@@ -24,6 +26,7 @@ from tether.memory.records import (
     Window,
 )
 from tether.memory.roles import ConversationStore
+from tether.memory.state import ScopedData, chat_scope, user_scope
 
 
 class ConversationMemory:
@@ -51,6 +54,7 @@ class ConversationMemory:
         self.pending: list[Turn] = []
         self.changes = MemoryChanges(conversation)
         self._state: ConversationState | None = None
+        self._scoped: dict[str, ScopedData] = {}
 
     # -- reads (committed state) ------------------------------------------------------
 
@@ -151,6 +155,30 @@ class ConversationMemory:
         """Tokens spent by one LLM call of this event (idempotent on ``record.name``)."""
         if all(known.name != record.name for known in self.changes.usage):
             self.changes.usage.append(record)
+
+    # -- handler state (committed with the checkpoint, :mod:`tether.memory.state`) -----
+
+    async def chat_data(self) -> dict[str, Any]:
+        """This conversation's handler state (with ``agent.group_sessions``, each person's
+        session in a group is a conversation of its own)."""
+        return await self._data(chat_scope(self.conversation))
+
+    async def user_data(self) -> dict[str, Any]:
+        """The writer's handler state, the same in every chat they write in."""
+        if self.writer is None:
+            raise Fatal("user_data: this event has no sender (a cron fire or a task)")
+        return await self._data(user_scope(self.writer))
+
+    async def _data(self, scope: str) -> dict[str, Any]:
+        if scope not in self._scoped:
+            committed = await self.store.handler_state(scope)
+            self._scoped[scope] = ScopedData(scope, committed)
+        return self._scoped[scope].data
+
+    def seal(self) -> None:
+        """The handler state's changed keys into :attr:`changes`, as the checkpoint is
+        written (raises :class:`~tether.errors.Fatal` for a value that is not JSON)."""
+        self.changes.handler_state = [c for d in self._scoped.values() for c in d.changed()]
 
     async def _editable(self) -> ConversationState:
         if self.changes.state is None:

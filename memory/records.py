@@ -198,6 +198,9 @@ class MemoryChanges:
     #: Facts and forgets of OTHER conversations, committed with this event (reflection
     #: learns about many conversations in one run, and must apply all of it or none).
     elsewhere: list[MemoryChanges] = field(default_factory=list)
+    #: Handler state the turn changed (:mod:`tether.memory.state`): (scope, key, JSON
+    #: value, or None for a removed key).
+    handler_state: list[tuple[str, str, str | None]] = field(default_factory=list)
     #: The task this event ends (a task event's own checkpoint, :mod:`tether.memory.tasks`):
     #: its status and result committed with the result's outbox row.
     task: TaskEnd | None = None
@@ -205,6 +208,7 @@ class MemoryChanges:
     def __bool__(self) -> bool:
         return bool(
             self.task
+            or self.handler_state
             or self.state
             or self.facts
             or self.person_facts

@@ -13,7 +13,7 @@ Roles, in the order an event meets them:
 - :class:`InboxStore`: accept, recover, run (begin → checkpoint | retry_later | bury);
 - :class:`StepStore`: the memoized results of a handler's ``ctx.step``;
 - :class:`OutboxStore`: the replies a checkpoint wrote, until they are sent;
-- :class:`ConversationStore`: history, the context window, summary, facts and spend;
+- :class:`ConversationStore`: history, the window, summary, facts, spend, handler state;
 - :class:`BlobStore`: the bytes of a reply's files, stored before its checkpoint;
 - :class:`ReminderStore`: reminders and recurring jobs made from chat;
 - :class:`TaskStore`: background tasks and sub-agents, and what became of each.
@@ -50,6 +50,7 @@ from tether.memory.records import (
     Window,
 )
 from tether.memory.reminders import Reminder, ReminderStatus
+from tether.memory.state.store import StateStore
 from tether.memory.tasks import Task
 from tether.memory.waits import WaitStore
 
@@ -239,7 +240,7 @@ class OutboxStore(LaneLocks, Protocol):
     async def outbox_rows(self, event_key: str) -> list[OutboxRow]: ...
 
 
-class ConversationStore(Protocol):
+class ConversationStore(StateStore, Protocol):
     """A conversation's committed memory, read by handlers; it is written only by the
     event's checkpoint (:meth:`InboxStore.checkpoint`), never here."""
 
@@ -392,8 +393,7 @@ class RecallStore(PeopleStore, Protocol):
 class HandlerStore(
     StepStore, ConversationStore, WaitStore, OutboxStore, TaskStore, RecallStore, Protocol
 ):
-    """A handler's :class:`~tether.gateway.handler.context.Context`: its steps, its
-    memory, and its waits with the replies earlier runs committed beside them."""
+    """What a :class:`~tether.gateway.handler.context.Context` reads: steps, memory, waits."""
 
 
 class EventStore(InboxStore, HandlerStore, Protocol):

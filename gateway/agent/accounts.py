@@ -241,15 +241,23 @@ class AgentsRouter(Router):
         }
         self._llms: dict[str, AgentLLM] = {}
 
-    def resolve(self, event: Event) -> tuple[Route, list[Middleware]] | None:
+    def _route_for(self, event: Event) -> tuple[Route, list[Middleware]] | None:
+        return self._agents(event, fallback=False)
+
+    def _fallback_for(self, event: Event) -> tuple[Route, list[Middleware]] | None:
+        return self._agents(event, fallback=True)
+
+    def _agents(self, event: Event, *, fallback: bool) -> tuple[Route, list[Middleware]] | None:
+        """The event's agent's router answers both phases of resolution (its routes,
+        then its fallbacks: :meth:`Router.resolve`)."""
         agent = agent_of(event)
         if agent not in self.routers:
             # An event of no account (the console, a cron fire): the first agent's.
             agent = next(iter(self.routers), None)
         router = self.routers.get(agent) if agent else None
         if router is None:
-            return super().resolve(event)
-        found = router.resolve(event)
+            return super()._fallback_for(event) if fallback else super()._route_for(event)
+        found = router._fallback_for(event) if fallback else router._route_for(event)
         if found is None:
             return None
         route, inner = found

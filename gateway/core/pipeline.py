@@ -193,6 +193,7 @@ class Pipeline:
             outbound = self._outbound(row.key, ctx.outbox)
             if asking.committed:  # committed with a wait by an earlier run: sent already
                 outbound = [m for m in outbound if m.key not in asking.committed]
+            ctx.memory.seal()  # the handler state's changed keys, with the turn
             rows = await self.store.checkpoint(
                 row.key, outbound, ctx.memory.pending, ctx.memory.changes
             )

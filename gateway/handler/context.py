@@ -260,6 +260,15 @@ class Context:
             )
         )
 
+    async def chat_data(self) -> dict[str, Any]:
+        """This chat's handler state: a dict of JSON values to read and change; the keys
+        changed are written with this turn's checkpoint (docs/handlers.md#state)."""
+        return await self.memory.chat_data()
+
+    async def user_data(self) -> dict[str, Any]:
+        """The sender's handler state, the same in every chat, saved the same way."""
+        return await self.memory.user_data()
+
     async def download(self, attachment: Attachment, *, max_bytes: int | None = None) -> bytes:
         """The bytes of a file the person sent (one of ``ctx.event.attachments``), through
         the platform's file API; :class:`~tether.errors.TooLarge` past
@@ -268,7 +277,7 @@ class Context:
         downloads = self._turn.downloads
         if downloads is None:
             raise DownloadError("downloads are not available here")
-        cap = outgoing.DEFAULT_MAX_DOWNLOAD if max_bytes is None else max_bytes
+        cap = self._turn.media.max_download_bytes if max_bytes is None else max_bytes
         return await downloads(self.event, attachment, cap)
 
     async def ask(

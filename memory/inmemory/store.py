@@ -36,6 +36,7 @@ from tether.memory.records import (
 )
 from tether.memory.reminders import MemoryReminders
 from tether.memory.revocations import MemoryRevocations
+from tether.memory.state import MemoryState
 from tether.memory.store import Store
 from tether.memory.tasks import MemoryTasks
 from tether.memory.waits import MemoryWaits
@@ -50,6 +51,7 @@ class MemoryStore(
     MemoryBlobs,
     MemoryRevocations,
     MemoryPeople,
+    MemoryState,
     FactTables,
     StepTables,
     OpsTables,
@@ -326,6 +328,7 @@ class MemoryStore(
 
     def _apply(self, key: str, changes: MemoryChanges, now: float) -> None:
         self._ended(changes.task)
+        self._apply_state(changes.handler_state)
         for name, value in changes.cursors.items():
             self._cursors[name] = value
             self._cursor_times[name] = now

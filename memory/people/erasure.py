@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from tether.events import Conversation, Event, OutMessage
 from tether.memory.sql.statements import FINISH, Statement
+from tether.memory.state.data import chat_scope, user_scope
 
 #: The conversation erased inbox rows are moved to.
 ERASED = "erased"
@@ -256,6 +257,13 @@ class SqlErasure:
                 "pairings",
                 "DELETE FROM pairings WHERE platform = ? AND user_id = ?",
                 (platform, user),
+            )
+        scopes = [user_scope(i) for i in ids] + [chat_scope(c) for c in sorted(conversations)]
+        for chunk in _chunks(scopes):  # handler state (memory/state): theirs, their chats'
+            add(
+                "handler_state",
+                f"DELETE FROM handler_state WHERE scope IN ({_marks(chunk)})",
+                chunk,
             )
         cursors = [str(row[0]) for row in await self._rows("SELECT name FROM cursors")]
         gone = [name for name in cursors if any(name.endswith(c) for c in conversations)]

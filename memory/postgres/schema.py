@@ -339,6 +339,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (message_id, model)
     );
     """,
+    # handler state (memory/state): a key of a chat's or a person's, written by checkpoints
+    """
+    CREATE TABLE handler_state (
+        scope   TEXT NOT NULL,
+        name    TEXT NOT NULL,
+        value   TEXT NOT NULL,
+        updated DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (scope, name)
+    );
+    """,
 ]
 
 

@@ -182,9 +182,26 @@ def turns_and_memory(
         out += _memory(key, part, now, position)
         position += len(part.facts) + len(part.person_facts)
     out += [(CURSOR_SET, (name, value, now)) for name, value in changes.cursors.items()]
+    out += state_statements(changes.handler_state, now)
     if changes.task is not None:
         out.append(end_statement(changes.task, now))
     return out
+
+
+STATE_SET = (
+    "INSERT INTO handler_state (scope, name, value, updated) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (scope, name) DO UPDATE SET value = excluded.value, updated = excluded.updated"
+)
+STATE_UNSET = "DELETE FROM handler_state WHERE scope = ? AND name = ?"
+
+
+def state_statements(changes: Sequence[tuple[str, str, str | None]], now: float) -> list[Statement]:
+    """A checkpoint's writes of handler state (:mod:`tether.memory.state`): a key's new
+    JSON value, or its removal."""
+    return [
+        (STATE_UNSET, (scope, name)) if value is None else (STATE_SET, (scope, name, value, now))
+        for scope, name, value in changes
+    ]
 
 
 def _memory(key: str, changes: MemoryChanges, now: float, first: int) -> list[Statement]:

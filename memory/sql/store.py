@@ -51,6 +51,7 @@ from tether.memory.sql.rows import (
     turn_row,
 )
 from tether.memory.sql.statements import ACCEPT, FINISH, STEP, Statement
+from tether.memory.state import SqlState
 from tether.memory.store import Store
 from tether.memory.tasks import SqlTasks
 from tether.memory.waits import SqlWaits
@@ -69,6 +70,7 @@ class SqlStore(
     SqlBlobs,
     SqlRevocations,
     SqlPeople,
+    SqlState,
     SqlErasure,
     SqlPruning,
     ConsoleSql,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from tether.memory.sqlite import backup
 from tether.memory.sqlite.writer import connect
 
 MIGRATIONS: list[str] = [
@@ -345,6 +346,9 @@ MIGRATIONS: list[str] = [
         DELETE FROM message_vectors WHERE message_id = old.id;
     END;
     """,
+    # handler state (memory/state): a key of a chat's or a person's, written by checkpoints
+    """CREATE TABLE handler_state (scope TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,
+        updated REAL NOT NULL, PRIMARY KEY (scope, name)) WITHOUT ROWID;""",
 ]
 
 
@@ -360,10 +364,9 @@ def migrate(file: str, synchronous: str, label: str) -> None:
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > len(MIGRATIONS):
-                raise RuntimeError(
-                    f"{label}: schema version {version} is newer than this Tether "
-                    f"({len(MIGRATIONS)}); upgrade Tether"
-                )
+                raise RuntimeError(backup.too_new(file, label, version, len(MIGRATIONS)))
+            if 0 < version < len(MIGRATIONS):
+                backup.pre_migration(file, version)  # under the write lock: this moment
             for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
                 for statement in _statements(script):
                     db.execute(statement)

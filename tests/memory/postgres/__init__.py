@@ -1,0 +1,1 @@
+"""The PostgreSQL store's own parts: array binds, group commits, advisory locks."""

@@ -1,0 +1,1 @@
+"""Plugins of the handler-state tests (tests/gateway/handler): a counter in chat_data."""
