@@ -115,6 +115,12 @@ class SqlPruning(SqlSizes):
         prune: Callable[[float, int, Between], Awaitable[int]] = getattr(self, f"_prune_{kind}")
         return await prune(before, batch, between)
 
+    async def _read(self: Any, text: str, params: Sequence[Any] = ()) -> list[Sequence[Any]]:
+        """The store's read that does not queue behind traffic's writes, where it has one
+        (SQLite's ``_peek``; this class awaits its own writes before it reads again)."""
+        rows: list[Sequence[Any]] = await getattr(self, "_peek", self._rows)(text, params)
+        return rows
+
     def _walk(self, name: str) -> _Walk:
         walks: dict[str, _Walk] = self.__dict__.setdefault("_retention_walks", {})
         return walks.setdefault(name, _Walk())
@@ -124,13 +130,13 @@ class SqlPruning(SqlSizes):
     async def _prune_inbox(self: Any, before: float, batch: int, between: Between) -> int:
         done, after = 0, 0
         while True:
-            rows = await self._rows(_INBOX_WALK.format(""), (after, batch))
+            rows = await self._read(_INBOX_WALK.format(""), (after, batch))
             page = [row for row in rows if float(row[3]) < before]
             finished = [r for r in page if r[2] in ("done", "dead") and float(r[4]) < before]
             dead = [str(r[1]) for r in finished if r[2] == "dead"]
             lettered: set[str] = set()
             if dead:
-                found = await self._rows(
+                found = await self._read(
                     f"SELECT key FROM dead_letters WHERE key IN ({_marks(dead)})", dead
                 )
                 lettered = {str(row[0]) for row in found}
@@ -175,7 +181,7 @@ class SqlPruning(SqlSizes):
             seqs = [int(row[0]) for row in rows]
             keys = f"SELECT key FROM inbox WHERE seq IN ({_marks(seqs)}) AND status = 'done'"
             (count,) = (
-                await self._rows(f"SELECT count(*) FROM steps WHERE event_key IN ({keys})", seqs)
+                await self._read(f"SELECT count(*) FROM steps WHERE event_key IN ({keys})", seqs)
             )[0]
             if count:
                 await self._write(FINISH, (f"DELETE FROM steps WHERE event_key IN ({keys})", seqs))
@@ -199,7 +205,7 @@ class SqlPruning(SqlSizes):
         held, walk.held = sorted(walk.held), set()
         for start in range(0, len(held), batch):
             chunk = held[start : start + batch]
-            rows = await self._rows(
+            rows = await self._read(
                 f"SELECT seq, key, status, created, updated{columns} FROM inbox"
                 f" WHERE seq IN ({_marks(chunk)})",
                 chunk,
@@ -207,7 +213,7 @@ class SqlPruning(SqlSizes):
             done += int(await self._sorted(walk, rows, before, act))
             await between()
         while True:
-            rows = await self._rows(_INBOX_WALK.format(columns), (walk.after, batch))
+            rows = await self._read(_INBOX_WALK.format(columns), (walk.after, batch))
             page = [row for row in rows if float(row[3]) < before]
             done += int(await self._sorted(walk, page, before, act))
             if page:
@@ -234,7 +240,7 @@ class SqlPruning(SqlSizes):
     async def _prune_outbox(self: Any, before: float, batch: int, between: Between) -> int:
         done, after = 0, 0
         while True:
-            rows = await self._rows(
+            rows = await self._read(
                 "SELECT seq, status, created, updated FROM outbox"
                 " WHERE seq > ? ORDER BY seq LIMIT ?",
                 (after, batch),
@@ -255,14 +261,14 @@ class SqlPruning(SqlSizes):
 
     async def _prune_history(self: Any, before: float, batch: int, between: Between) -> int:
         done = 0
-        conversations = await self._rows(
+        conversations = await self._read(
             "SELECT conversation, summarized_upto, context_from FROM conversations"
             " WHERE summarized_upto > 0 OR context_from > 0"
         )
         for conversation, upto, context_from in conversations:
             bound = max(int(upto), int(context_from))
             while True:
-                ids = [int(row[0]) for row in await self._rows(
+                ids = [int(row[0]) for row in await self._read(
                     "SELECT id FROM messages WHERE conversation = ? AND id <= ? AND summarized = 1"
                     " AND created < ? ORDER BY id LIMIT ?",
                     (conversation, bound, before, batch),
@@ -295,7 +301,7 @@ class SqlPruning(SqlSizes):
         ):
             params = (before, before) if table == "tasks" else (before,)
             done += await self._by_key(table, key, where, params, batch, between)
-        (count,) = (await self._rows("SELECT count(*) FROM erasures WHERE at < ?", (before,)))[0]
+        (count,) = (await self._read("SELECT count(*) FROM erasures WHERE at < ?", (before,)))[0]
         if count:
             await self._write(FINISH, ("DELETE FROM erasures WHERE at < ?", (before,)))
         return done + int(count)
@@ -305,12 +311,12 @@ class SqlPruning(SqlSizes):
         for the names: a blob is at most a few per reply, the outbox the table to read)."""
         old = [
             str(row[0])
-            for row in await self._rows("SELECT sha256 FROM blobs WHERE created < ?", (before,))
+            for row in await self._read("SELECT sha256 FROM blobs WHERE created < ?", (before,))
         ]
         if not old:
             return 0
         named: set[str] = set()
-        for (payload,) in await self._rows(
+        for (payload,) in await self._read(
             "SELECT payload FROM outbox WHERE payload LIKE ?", ('%"blob":"%',)
         ):
             named |= set(_blob_names(str(payload)))
@@ -338,7 +344,7 @@ class SqlPruning(SqlSizes):
     ) -> int:
         done = 0
         while True:
-            keys = [row[0] for row in await self._rows(
+            keys = [row[0] for row in await self._read(
                 f"SELECT {key} FROM {table} WHERE {where} LIMIT ?", (*params, batch)
             )]  # fmt: skip
             if keys:

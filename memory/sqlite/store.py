@@ -114,6 +114,14 @@ class SqliteStore(SqliteEmbeddings, SqliteRecall, SqlStore):
         await self._link.settled()
         return list(await self._reader.execute_fetchall(text, params))
 
+    async def _peek(self, text: str, params: Sequence[Any] = ()) -> list[Row]:
+        """A read that does not wait for the writes posted before it: the pruner's
+        (memory/retention), whose own writes are awaited and which must not queue behind
+        the traffic's."""
+        if self._reader is None:
+            raise RuntimeError("store is closed")
+        return list(await self._reader.execute_fetchall(text, params))
+
     # -- inbox ----------------------------------------------------------------------
 
     async def accept(
