@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test fuzz lint typecheck bench compare clean
+.PHONY: run test fuzz lint typecheck bench compare clean floors
 
 RUNSTAMP := $(VENV)/.installed-run
 
@@ -49,3 +49,7 @@ compare: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# Every declared lower bound installed exactly (a fresh .venv-floors) under a smoke suite.
+floors: $(STAMP)
+	$(BIN)/python .ci/floors.py
