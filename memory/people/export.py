@@ -22,7 +22,10 @@ theirs is found the way the erasure finds it (:mod:`.erasure`), so an export hol
   needs it), so there are none to give.
 
 A conversation's export (the operator's) holds every turn, fact, reminder, reply file
-and attachment of that conversation, whoever wrote them.
+and attachment of that conversation, whoever wrote them; a group's holds each person's
+own session in it too (``agent.group_sessions: per_user`` keeps them as conversations
+``{group}:u{user}``, :meth:`~tether.events.Event.session`), as the operator asking for
+the group means the whole of it.
 
 Which conversations and events are the person's needs a query that no store role
 answers (events by sender, conversations by owner); it is the one part written per
@@ -51,6 +54,8 @@ from tether.memory.store import Store
 #: file named so is not exported again.
 EXPORT_PREFIX = "tether-export-"
 _CHUNK = 400
+#: What follows a group's key in a person's own session of it (``Event.session``).
+SESSION = ":u"
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,12 +230,16 @@ class _SqlFinder(Protocol):
 async def _sql_found(store: _SqlFinder, subject: Subject) -> _Found:
     found = _Found()
     if subject.conversation is not None:
-        found.whole.add(subject.conversation)
+        group, sessions = subject.conversation, session_pattern(subject.conversation)
+        where = "conversation = ? OR conversation LIKE ? ESCAPE '\\'"
         rows = await store._rows(
-            "SELECT key, conversation, payload FROM inbox WHERE conversation = ?",
-            (subject.conversation,),
+            f"SELECT key, conversation, payload FROM inbox WHERE {where}", (group, sessions)
         )
         found.events = {str(k): (str(c), _event(str(p))) for k, c, p in rows}
+        said = await store._rows(
+            f"SELECT DISTINCT conversation FROM messages WHERE {where}", (group, sessions)
+        )
+        found.whole = {group, *(c for c, _ in found.events.values()), *(str(r[0]) for r in said)}
         return found
     for identity in subject.identities:
         platform, _, user = identity.partition(":")
@@ -266,7 +275,12 @@ def _memory_found(store: MemoryStore, subject: Subject) -> _Found:
     found = _Found()
     rows = list(store._inbox.values())
     if subject.conversation is not None:
-        found.whole.add(subject.conversation)
+        group = subject.conversation
+        found.whole = {
+            c
+            for c in {*(row.conversation for row in rows), *store._turns}
+            if c == group or c.startswith(group + SESSION)
+        } | {group}
     else:
         person = set(subject.identities)
         for row in rows:
@@ -282,6 +296,12 @@ def _memory_found(store: MemoryStore, subject: Subject) -> _Found:
         if row.key in found.own or row.conversation in found.whole:
             found.events[row.key] = (row.conversation, row.event)
     return found
+
+
+def session_pattern(conversation: str) -> str:
+    """A ``LIKE`` pattern (``\\`` escapes) of the per-person sessions of ``conversation``."""
+    escaped = conversation.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{escaped}{SESSION}%"
 
 
 def _event(payload: str) -> Event | None:

@@ -92,3 +92,27 @@ async def test_a_linked_person_in_a_shared_chat_gets_their_own_rows_on_every_sto
         valid(lines)
         assert lines[0]["subject"]["identities"] == [ADA_TOO, ADA]
         assert turns_of(lines) == expected
+
+
+async def test_the_operators_export_of_a_group_holds_each_persons_session_in_it(
+    store_url: str, model: FakeModel
+) -> None:
+    """With ``group_sessions: per_user`` (the default) a group's turns live in each
+    person's own session of it: ``--conversation GROUP`` exports all of them, and no DM."""
+    model.reply = answer
+    async with Bot(config={"memory": {"store": store_url}}, model=model) as chat:
+        await chat.say("Ada in the group: zqxadagroup", group=True)
+        await chat.say("Ben in the group: zqxbengroup", user="u2", group=True)
+        await chat.say("Ben's DM: zqxbendm", user="u2")
+        store = chat.gateway.store
+        sessions = chat.conversation(group=True), chat.conversation("u2", group=True)
+        assert sessions[0] != sessions[1]
+        group = sessions[0].rpartition(":u")[0]
+        assert sessions[1].startswith(group + ":u")
+
+        whole = await bundle(store, await read_export(store, Subject(conversation=group)))
+        valid(whole.lines)
+        assert turns_of(whole.lines) == await stored(store, *sessions)
+        text = whole.jsonl().decode()
+        assert "zqxadagroup" in text and "zqxbengroup" in text
+        assert "zqxbendm" not in text
