@@ -23,13 +23,20 @@ DM asks; a group session asks for its own conversation only) and some in the ope
 
 Latency is p50/p95/p99 per kind (and per kind and scope) and overall, beside the floor
 of a ``SELECT 1`` through the same connection; ``p99_ok`` is p99 <= 50 ms for every kind.
-For each statement shape it prints SQLite's ``EXPLAIN QUERY PLAN`` and, for a sample of
-queries, how many turns the index matched before the scope was applied (the work the
-scope filter does not save). Sizes: the file, the FTS shadow tables (``dbstat``), and
-the unindexed file. ``--rebuild`` also times FTS5's ``rebuild`` on the unindexed file
-(what the migration that added the index does to an existing store).
+Each statement is timed by its shape (``count``: the scope's bounded count; ``scope``: a
+small scope read through its indexes; ``top``: the newest id; ``fts``/``fts_all``: the
+index newest first, each term / the rarest together; ``short``: 1-2 character terms
+over a large scope's newest rows), with which plan each kind took (``plan_taken``) and
+the slowest queries statement by statement. For each shape it prints SQLite's
+``EXPLAIN QUERY PLAN`` and, for a sample of queries, how many turns the index matched
+in all and how many rows the scope holds.
+Sizes: the file, the FTS shadow tables (``dbstat``: the index), and the unindexed file;
+the last line on stderr sums up ``p99_ok``, the p99s and the index size. ``--rebuild``
+also times FTS5's ``rebuild`` on the unindexed file (what the migration that added the
+index does to an existing store).
 
     python bench/recall.py [--turns N] [--queries N] [--seed N] [--dir DIR] [--rebuild]
+    python bench/recall.py --dir DIR --reuse   # search the files a run with --dir kept
 """
 
 from __future__ import annotations
@@ -358,6 +365,16 @@ def build(
     return figures, samples
 
 
+def sampled(turns: int, chunk: int, seed: int) -> list[Sample]:
+    """The samples ``build`` keeps, from the same generator, without writing a row."""
+    gen = Generator(seed)
+    conversations = chats(gen.rng, turns)
+    samples: list[Sample] = []
+    for _ in turn_chunks(gen, conversations, turns, chunk, samples):
+        pass
+    return samples
+
+
 def sizes(indexed: Path, bare: Path) -> dict[str, Any]:
     db = sqlite3.connect(indexed)
     try:
@@ -470,10 +487,25 @@ class Timing:
     statements: list[tuple[str, list[Any], float, int]]
 
 
-def _shape(text: str) -> str:
-    kind = "fts" if "MATCH" in text else "like"
-    scope = "operator" if "1 = 1" in text else "person"
-    return f"{kind}/{scope}" + ("+owner" if "owner IN" in text else "")
+def _shape(text: str, params: Sequence[Any] = ()) -> str:
+    """A statement's kind: ``count`` (the scope's bounded count), ``scope`` (a small
+    scope read whole), ``fts`` (the index, newest first) or ``short`` (1-2 character
+    terms over a large scope's newest rows); then whose scope, and its indexes."""
+    if text.startswith("SELECT coalesce(max(id)"):
+        kind = "top"
+    elif text.startswith("SELECT (SELECT count(*)"):
+        kind = "count"
+    elif text.startswith("WITH s AS"):
+        kind = "scope"
+    elif "MATCH" in text:
+        every = any('" AND "' in str(p) for p in params)
+        kind = "fts_all" if every else "fts"
+    elif "OFFSET" in text or "max(id)" in text:
+        kind = "short"
+    else:
+        kind = "scope"
+    scope = "operator" if "1 = 1" in text or "max(id)" in text else "person"
+    return f"{kind}/{scope}" + ("+owner" if "owner" in text else "")
 
 
 def _quantiles(samples: list[float]) -> dict[str, float]:
@@ -527,15 +559,16 @@ async def measure(path: Path, plan: list[Query], warmup: int) -> tuple[list[Timi
 
 def diagnose(path: Path, timings: list[Timing], per_group: int) -> dict[str, Any]:
     """The plan of each statement shape, and for a sample of each kind and scope how many
-    turns the index matched in all (``fts_matched``) and how many rows the scope holds
-    (``scope_rows``): what a statement reads before ``LIMIT`` can stop it."""
+    turns the index matched in all, each phrase (``fts_matched``) and each group of the
+    rarest together (``fts_all_matched``) and how many rows the scope holds (``scope_rows``): what a
+    statement reads before ``LIMIT`` can stop it."""
     db = sqlite3.connect(path)
     try:
         plans: dict[str, list[str]] = {}
         counts: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         for t in timings:
             for text, params, _, _ in t.statements:
-                shape = _shape(text)
+                shape = _shape(text, params).replace("fts_all", "fts")
                 if shape not in plans:
                     plans[shape] = [
                         row[3] for row in db.execute("EXPLAIN QUERY PLAN " + text, params)
@@ -547,12 +580,15 @@ def diagnose(path: Path, timings: list[Timing], per_group: int) -> dict[str, Any
                 continue
             seen[group] += 1
             for text, params, _, _ in t.statements:
-                if "MATCH" in text:
+                if "MATCH" not in text:
+                    continue
+                name = _shape(text, params).split("/")[0]
+                for phrase in (p for p in params if isinstance(p, str) and p.startswith('"')):
                     matched = db.execute(
                         "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
-                        params[:1],
+                        [phrase],
                     ).fetchone()[0]
-                    counts[group]["fts_matched"].append(matched)
+                    counts[group][f"{name}_matched"].append(matched)
             if t.query.asker == "person":
                 where, bound = scope_sql(t.query.scope)
                 rows = db.execute(f"SELECT count(*) FROM messages m WHERE {where}", bound)
@@ -576,13 +612,17 @@ def report(timings: list[Timing], floor: list[float]) -> dict[str, Any]:
     by_group: dict[str, list[float]] = defaultdict(list)
     sql_by_group: dict[str, list[float]] = defaultdict(list)
     hits: dict[str, list[int]] = defaultdict(list)
+    taken: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for t in timings:
         ms = t.seconds * 1000
         by_kind[t.query.kind].append(ms)
         group = f"{t.query.kind}/{t.query.asker}"
         by_group[group].append(ms)
-        for text, _, seconds, _ in t.statements:
-            sql_by_group[f"{group} {_shape(text).split('/')[0]}"].append(seconds * 1000)
+        shapes = [_shape(text, params).split("/")[0] for text, params, _, _ in t.statements]
+        for shape, (_, _, seconds, _) in zip(shapes, t.statements, strict=True):
+            sql_by_group[f"{group} {shape}"].append(seconds * 1000)
+        index = any(shape.startswith("fts") for shape in shapes)
+        taken[group]["index" if index else "scope"] += 1
         hits[t.query.kind].append(t.hits)
     kinds = {kind: _quantiles(by_kind[kind]) for kind in KINDS if by_kind[kind]}
     for kind, figures in kinds.items():
@@ -595,12 +635,26 @@ def report(timings: list[Timing], floor: list[float]) -> dict[str, Any]:
         "latency_ms": {"overall": overall, **kinds},
         "latency_ms_by_scope": {g: _quantiles(v) for g, v in sorted(by_group.items())},
         "statement_ms": {g: _quantiles(v) for g, v in sorted(sql_by_group.items())},
+        "plan_taken": {g: dict(v) for g, v in sorted(taken.items())},
         "floor_select_1_ms": _quantiles(floor),
         "p99_over_floor_p50": round(overall["p99"] / statistics.median(floor), 1),
         "target_p99_ms": TARGET_P99_MS,
         "p99_ok": not over,
         "kinds_over_target": over,
         "kind_scopes_over_target": sorted(groups_over),
+        "slowest": [
+            {
+                "kind": t.query.kind,
+                "query": t.query.text,
+                "asker": t.query.asker,
+                "ms": round(t.seconds * 1000, 2),
+                "statements": [
+                    [_shape(text, params), round(seconds * 1000, 2), rows]
+                    for text, params, seconds, rows in t.statements
+                ],
+            }
+            for t in sorted(timings, key=lambda t: -t.seconds)[:8]
+        ],
         "examples": {
             kind: sorted({t.query.text for t in timings if t.query.kind == kind})[:4]
             for kind in KINDS
@@ -637,18 +691,32 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--dir", help="build the files here and keep them (default: a temp dir)")
     parser.add_argument("--rebuild", action="store_true", help="also time FTS5 'rebuild'")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="search the files a run with the same --dir, --turns, --chunk and --seed kept"
+        " (no build, no rebuild: the queries are drawn from the same generator)",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.reuse:
+        if not args.dir or not (Path(args.dir) / "recall.db").exists():
+            parser.error("--reuse needs --dir holding a kept recall.db")
+        args.rebuild = False
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         indexed, bare = Path(tmp) / "recall.db", Path(tmp) / "unindexed.db"
-        built, samples = build(indexed, bare, args.turns, args.chunk, args.seed)
+        if args.reuse:
+            indexed, bare = Path(args.dir) / "recall.db", Path(args.dir) / "unindexed.db"
+            built, samples = {"reused": str(indexed)}, sampled(args.turns, args.chunk, args.seed)
+        else:
+            built, samples = build(indexed, bare, args.turns, args.chunk, args.seed)
         store_sizes = sizes(indexed, bare)
         plan = queries(samples, args.queries, args.seed, Generator(args.seed).rare_set)
         timings, floor = asyncio.run(measure(indexed, plan, args.warmup))
         figures = report(timings, floor)
         why = diagnose(indexed, timings, per_group=10)
         rebuilt = rebuild(bare) if args.rebuild else None
-        if args.dir:  # keep the files for a closer look
+        if args.dir and not args.reuse:  # keep the files for a closer look
             for name in (indexed, bare):
                 name.rename(Path(args.dir) / name.name)
     result = {
@@ -665,6 +733,12 @@ def main() -> None:
     if rebuilt:
         result["rebuild"] = rebuilt
     print(json.dumps(result, indent=2, ensure_ascii=False))
+    p99 = {kind: q["p99"] for kind, q in figures["latency_ms"].items()}
+    print(
+        f"[recall] p99_ok={figures['p99_ok']} p99 ms {p99}"
+        f" index {store_sizes['fts_shadow_tables_mb']} MB of {store_sizes['file_mb']} MB",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

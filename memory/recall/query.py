@@ -13,8 +13,9 @@ sessions in groups: ``messages.owner``), never another person's; the operator fi
 everything. Each store turns it into its query's ``WHERE``, so no caller can widen it.
 
 Ranking is the same for every store: first by how many of the query's terms a turn
-holds, then by the index's own score (SQLite's bm25, PostgreSQL's ts_rank), then the
-newest first.
+holds, then by the store's score (PostgreSQL's ts_rank; on SQLite bm25's weighting of
+term frequency and length, without the rarity part that costs a read of every match:
+see .sqlite), then the newest first.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class Hit:
     role: str
     text: str
     created: float
-    #: The index's own score, higher is better (bm25 negated on SQLite).
+    #: The store's score, higher is better (PostgreSQL's ts_rank; see .sqlite).
     score: float = 0.0
 
 
