@@ -109,15 +109,19 @@ async def run_once(store_url: str, events: int, conversations: int) -> dict[str,
 
 
 async def unindexed(path: Path) -> None:
-    """A migrated SQLite store at ``path`` whose turns are not indexed for search."""
+    """A migrated SQLite store at ``path`` whose turns are not indexed for search: its
+    ``messages_fts`` a plain table, so the writer's indexing statement (and the delete
+    and update triggers') copy a row's text and tokenize nothing."""
     from tether.memory.stores import open_store
 
     store = open_store(f"sqlite:///{path}")
     await store.open()
     await store.close()
     with sqlite3.connect(path) as db:
-        for trigger in ("messages_fts_added", "messages_fts_removed", "messages_fts_changed"):
+        for trigger in ("messages_fts_removed", "messages_fts_changed"):
             db.execute(f"DROP TRIGGER {trigger}")
+        db.execute("DROP TABLE messages_fts")
+        db.execute("CREATE TABLE messages_fts (text TEXT)")
 
 
 def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:

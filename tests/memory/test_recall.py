@@ -132,7 +132,7 @@ async def test_a_sqlite_store_from_before_the_index_is_backfilled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     file = tmp_path / "old.db"
-    [index] = [i for i, m in enumerate(sqlite_schema.MIGRATIONS) if "messages_fts" in m]
+    [index, *_] = [i for i, m in enumerate(sqlite_schema.MIGRATIONS) if "messages_fts" in m]
     with monkeypatch.context() as patched:
         patched.setattr(sqlite_schema, "MIGRATIONS", sqlite_schema.MIGRATIONS[:index])
         sqlite_schema.migrate(str(file), "normal", str(file))
