@@ -55,8 +55,12 @@ def duration(value: Any) -> Any:
     return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
 
 
-#: An age in seconds, written as a duration; ``null``: kept forever.
-Age = Annotated[float | None, BeforeValidator(duration), Field(default=None, gt=0)]
+#: An age in seconds, written as a duration; ``null``: kept forever. The ``gt`` sits on the
+#: number alone: on the union, pydantic applied it to ``null`` too and raised a bare
+#: TypeError (a traceback from ``tether check`` for the documented ``inbox: null``).
+Age = Annotated[
+    Annotated[float, Field(gt=0)] | None, BeforeValidator(duration), Field(default=None)
+]
 
 #: The classes, in the order a pass prunes them: dead letters before the inbox rows they
 #: hold, the inbox rows (with their steps) before the payloads and steps of the rows that
