@@ -21,6 +21,7 @@ import yaml
 
 from gateway.ops import logs
 from tests.support.config import ROOT
+from tether.config.loader import ConfigError, load_text
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _FENCE = re.compile(r"^ *```(\w*)\n(.*?)^ *```$", re.DOTALL | re.MULTILINE)
@@ -112,3 +113,49 @@ def test_grep_examples_match_a_real_log_line(page: str, pattern: str, tmp_path: 
     assert log_file.read_text().strip(), "nothing was logged"
     found = subprocess.run(["grep", pattern, str(log_file)], capture_output=True, check=False)
     assert found.returncode == 0, f"{page}: {pattern!r} does not match {log_file.read_text()!r}"
+
+
+#: YAML blocks that are not a whole config, each named by a line only it has: reference
+#: blocks with placeholders, and fragments that lean on a section shown elsewhere.
+FRAGMENTS = {
+    ("agent.md", "base_url: URL"): "the reference, NAME and URL placeholders",
+    ("agents.md", "llm: ..."): "leans on agent.md's llm: section",
+    ("configuration.md", "name: Tether  "): "the reference, ... for each platform's section",
+    ("console.md", 'password_hash: "scrypt$32768$8$1$..."'): "a hash placeholder",
+    ("media.md", "vision: true}"): "a model fragment of an llm: section",
+    ("recall.md", "model: text-embedding-3-small"): "leans on an llm: section",
+}
+
+
+def _secret_value(name: str) -> str:
+    """A value an environment variable of the samples could hold: a secret token where
+    the name says so, else a Telegram-shaped bot token (which the other fields take too)."""
+    return "A" * 40 if "SECRET" in name else "123456:ABCdefGHIjklMNOpqrSTUvwxYZ0123456789"
+
+
+def yaml_configs() -> list[tuple[str, str]]:
+    return [
+        (page.name, body)
+        for page in PAGES
+        for lang, body in _FENCE.findall(page.read_text())
+        if lang in ("yaml", "yml")
+    ]
+
+
+@pytest.mark.parametrize(("page", "body"), yaml_configs())
+def test_every_whole_yaml_config_passes_the_loader(page: str, body: str) -> None:
+    """What ``tether check`` validates: a block pasted as tether.yaml loads, with its
+    ``${VAR}``s set (a Telegram token is checked for its shape)."""
+    if any(page == fragment and marker in body for fragment, marker in FRAGMENTS):
+        return
+    env = {name: _secret_value(name) for name in re.findall(r"\$\{(\w+)", body)}
+    try:
+        load_text(body, source=page, env=env)
+    except ConfigError as exc:
+        pytest.fail(f"{page}: a YAML sample does not load: {exc}\n{body}")
+
+
+def test_every_listed_fragment_is_still_on_its_page() -> None:
+    found = yaml_configs()
+    for (page, marker), why in FRAGMENTS.items():
+        assert any(p == page and marker in body for p, body in found), (page, marker, why)
