@@ -131,6 +131,10 @@ class Adapter(abc.ABC):
     async def stop(self) -> None:
         """Stop ingress; sending may still be asked for until the outbox has flushed."""
 
+    async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None:  # noqa: B027
+        """Show ``commands`` ((name, description) pairs) as the platform's command menu,
+        where it has one; called at start and after each reload. Optional hook."""
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections (HTTP clients); called after the outbox has flushed."""
 

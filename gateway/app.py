@@ -26,6 +26,7 @@ from tether.adapters.base import Adapter
 from tether.config.schema import Settings
 from tether.errors import GatewayError, JobError
 from tether.gateway import assembly
+from tether.gateway.agent import menu
 from tether.gateway.agent.rooms import Rooms
 from tether.gateway.assembly import Parts, assemble, build_adapters, build_watchdog, connected
 from tether.gateway.core.dispatcher import Dispatcher
@@ -250,8 +251,7 @@ class Gateway:
             await self.scheduler.start()
 
     async def _start_ingress(self, name: str, adapter: Adapter) -> None:
-        rooms = self.rooms
-        await adapter.start(rooms.inbox_for(name, self.inbox) if rooms else self.inbox)
+        await adapter.start(self.rooms.inbox_for(name, self.inbox) if self.rooms else self.inbox)
 
     # -- running --------------------------------------------------------------------------
 
@@ -271,8 +271,7 @@ class Gateway:
 
     async def _start(self, undo: contextlib.AsyncExitStack) -> None:
         """The steps of :meth:`start`; each pushes its undo onto ``undo`` before it runs,
-        so a step that fails half-way (a store whose writer started, a runner whose port
-        was taken) is undone too."""
+        so a step that fails half-way (a store's writer started, a port taken) is undone."""
         undo.callback(log.info, "gateway.stopped")
         self._lock.take()
         undo.callback(self._lock.release)
@@ -321,6 +320,7 @@ class Gateway:
             await self._start_ingress(name, adapter)
             self._started.append(adapter)
             log.info("adapter.started", platform=name)
+        await menu.register(self.adapters, self.router)  # a refusal is a warning
         if self.scheduler:
             undo.push_async_callback(quietly, "scheduler.stop", self.scheduler.stop)
             await self.scheduler.start()

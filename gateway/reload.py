@@ -42,6 +42,7 @@ from tether.adapters.base import Adapter
 from tether.config import load
 from tether.config.schema import Settings
 from tether.errors import ConfigError, GatewayError, JobError
+from tether.gateway.agent import menu
 from tether.gateway.assembly import Parts
 from tether.gateway.llm.client import LLM
 from tether.gateway.tools.toolbox import Toolbox
@@ -278,6 +279,7 @@ class Reloader:
             if self._schedule and settings.jobs != old.jobs:
                 await gateway.replace_scheduler(parts.jobs)
             await gateway.refresh_documents(settings)  # what changed on disk, re-read
+            await menu.register(gateway.adapters, parts.router)  # a new command shows
         finally:
             self._swapping = False
         return changed, restart

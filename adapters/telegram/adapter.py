@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from telegram import BotCommand
 from telegram.error import InvalidToken
 
 from tether.adapters.base import Adapter, Sent
@@ -172,6 +173,10 @@ class TelegramAdapter(Adapter):
 
     def limits(self, target: Target) -> list[Limit]:
         return rate_limits(target) if self.config.rate_limits else []
+
+    async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None:
+        """setMyCommands: the menu Telegram shows under the "/" button (default scope)."""
+        await self.bot.set_my_commands([BotCommand(name, about) for name, about in commands])
 
     async def send(self, message: OutMessage) -> Sent:
         if not self._opened:

@@ -263,9 +263,10 @@ class AgentsRouter(Router):
         route, inner = found
         return route, [*self._middlewares, self._with_agent(agent or ""), *inner]
 
-    def commands(self) -> list[tuple[str, Route]]:
-        first = next(iter(self.routers.values()), None)
-        return first.commands() if first else super().commands()
+    def commands(self, agent: str | None = None) -> list[tuple[str, Route]]:
+        """``agent``'s commands (its own account's menu), else the first agent's."""
+        chosen = self.routers.get(agent or "") or next(iter(self.routers.values()), None)
+        return chosen.commands(agent) if chosen else super().commands(agent)
 
     def tools(self) -> list[Tool]:
         """The plugins' tools (every agent's router holds the same plugins)."""

@@ -87,7 +87,7 @@ def llm_router(settings: Settings) -> Router:
     """The built-in commands and the chat fallback (after every plugin router)."""
     router = Router("llm")
 
-    @router.command("reset")
+    @router.command("reset", "new")
     async def reset(ctx: Context) -> None:
         await ctx.memory.reset()
         await ctx.reply(

@@ -29,6 +29,7 @@ DESCRIPTIONS = {
     "start": "a greeting and this list",
     "help": "this list",
     "reset": "start a fresh context (the old conversation is archived, not deleted)",
+    "new": "the same as /reset",
     "persona": 'show or set who I am in this chat ([text]); "/persona reset" restores it',
     "remember": "save a fact I keep in mind (TEXT); about you, it follows you to every chat",
     "facts": "list the facts I keep in mind here (saved or learned by reflection)",

@@ -35,6 +35,8 @@ class Route:
     name: str
     #: Only the bot's admins may run it (enforced by the access middleware).
     admin: bool = False
+    #: A command's line in ``/help`` and the platforms' command menus.
+    description: str = ""
 
 
 class Router:
@@ -70,17 +72,24 @@ class Router:
 
     # -- registration -------------------------------------------------------------
 
-    def command(self, *names: str, admin: bool = False) -> Callable[[Handler], Handler]:
+    def command(
+        self, *names: str, admin: bool = False, description: str | None = None
+    ) -> Callable[[Handler], Handler]:
         """Match ``/name args`` (the adapter has already stripped ``@botname``).
 
         ``admin=True`` refuses everyone but ``access.admins`` (and the console).
+        ``description`` is the command's line in ``/help`` and in the platforms'
+        command menus (Telegram's, Discord's); by default the handler's docstring's
+        first line. A command without either is answered but listed in neither menu.
         """
         wanted = frozenset(n.lower().lstrip("/") for n in names)
 
         def matches(event: Event) -> bool:
             return event.kind is Kind.COMMAND and event.command in wanted
 
-        return self._register(matches, f"command:{','.join(sorted(wanted))}", admin=admin)
+        return self._register(
+            matches, f"command:{','.join(sorted(wanted))}", admin=admin, description=description
+        )
 
     def text(self, pattern: str | re.Pattern[str] | None = None) -> Callable[[Handler], Handler]:
         """Match text messages, optionally only those a regex finds something in."""
@@ -156,24 +165,27 @@ class Router:
         return router
 
     def _register(
-        self, matches: Filter, name: str, *, admin: bool = False
+        self, matches: Filter, name: str, *, admin: bool = False, description: str | None = None
     ) -> Callable[[Handler], Handler]:
         def decorator(handler: Handler) -> Handler:
-            self._routes.append(Route(handler, matches, f"{name}->{handler.__qualname__}", admin))
+            about = description if description is not None else _first_line(handler.__doc__)
+            route = Route(handler, matches, f"{name}->{handler.__qualname__}", admin, about)
+            self._routes.append(route)
             return handler
 
         return decorator
 
-    def commands(self) -> list[tuple[str, Route]]:
+    def commands(self, agent: str | None = None) -> list[tuple[str, Route]]:
         """Every ``/name`` this router (and its children) answers, in resolution order,
-        each with its route: what ``/help`` lists (a shadowed name is listed once)."""
+        each with its route: what ``/help`` and the command menus list (a shadowed name
+        is listed once). ``agent``: that agent's, where agents have routers of their own."""
         found: dict[str, Route] = {}
         for route in self._routes:
             if route.name.startswith("command:"):
                 for name in route.name[len("command:") :].split("->")[0].split(","):
                     found.setdefault(name, route)
         for child in self._children:
-            for name, route in child.commands():
+            for name, route in child.commands(agent):
                 found.setdefault(name, route)
         return list(found.items())
 
@@ -214,6 +226,11 @@ class Router:
             )
             return fallback, list(self._middlewares)
         return None
+
+
+def _first_line(doc: str | None) -> str:
+    lines = (doc or "").strip().splitlines()
+    return lines[0].strip() if lines else ""
 
 
 async def call(route: Route, middlewares: list[Middleware], ctx: Context) -> Any:

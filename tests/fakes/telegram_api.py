@@ -100,6 +100,8 @@ class FakeTelegram:
         self.offsets: list[int | None] = []  # every getUpdates offset, in order
         self.calls: list[Call] = []
         self.sent: list[dict[str, Any]] = []  # successful sendMessage params, in order
+        #: The last menu setMyCommands set: (command, description) pairs.
+        self.commands: list[tuple[str, str]] = []
         self.texts = Texts()  # what each message shows (parsed, after edits) and the edits
         #: answerCallbackQuery: query id → when it was answered (time.monotonic()).
         self.answered: dict[str, float] = {}
@@ -445,6 +447,19 @@ class FakeTelegram:
         self.webhook = None
         if params.get("drop_pending_updates"):
             self.pending.clear()
+        return True
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> bool:
+        """The bot's command menu, checked as Telegram checks it (a bad entry is a 400)."""
+        commands = params.get("commands")
+        if isinstance(commands, str):
+            commands = json.loads(commands)
+        for entry in commands or []:
+            if not re.fullmatch(r"[a-z0-9_]{1,32}", entry.get("command", "")):
+                raise _ApiError(400, "Bad Request: BOT_COMMAND_INVALID")
+            if not 1 <= len(entry.get("description", "")) <= 256:
+                raise _ApiError(400, "Bad Request: command description is invalid")
+        self.commands = [(e["command"], e["description"]) for e in commands or []]
         return True
 
     async def _api_sendChatAction(self, _params: dict[str, Any]) -> bool:
