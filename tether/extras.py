@@ -26,6 +26,7 @@ EXTRAS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "discord": (("discord", "discord.py"),),
     "feishu": (("lark_oapi", "lark-oapi"),),
+    "slack": (("slack_sdk", "slack-sdk"),),
     "postgres": (("asyncpg", "asyncpg"),),
     "llm": (("openai", "openai"),),
     "mcp": (("mcp", "mcp"),),

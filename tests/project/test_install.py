@@ -139,7 +139,8 @@ def test_a_telegram_install_holds_no_other_part_and_names_a_missing_extra(
     ).stdout.lower()
     installed = {line.split("==")[0] for line in listed.splitlines()}
     assert {"python-telegram-bot", "tether-gateway"} <= installed
-    assert not installed & {"lark-oapi", "discord.py", "asyncpg", "mcp", "playwright", "openai"}
+    others = {"lark-oapi", "discord.py", "slack-sdk", "asyncpg", "mcp", "playwright", "openai"}
+    assert not installed & others
     discord = write_config(tmp_path, platforms={"discord": {"token": "abc.def.ghi"}})
     done = subprocess.run(
         [str(telegram_venv / "bin" / "tether"), "check", "-c", str(discord)],

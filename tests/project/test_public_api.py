@@ -100,7 +100,7 @@ def test_importing_tether_loads_no_gateway() -> None:
         "import sys, tether\n"
         "from tether import Event, Button, File, Fatal\n"
         "print(sorted(m for m in sys.modules if m.startswith('tether.gateway')"
-        " or m in ('openai', 'telegram', 'discord', 'lark_oapi')))\n"
+        " or m in ('openai', 'telegram', 'discord', 'lark_oapi', 'slack_sdk')))\n"
         "tether.Router\n"
         "print('tether.gateway' in sys.modules)\n"
     )
