@@ -39,7 +39,7 @@ import structlog
 from prometheus_client import Counter
 
 from tether.adapters.base import Adapter
-from tether.config import load
+from tether.config import load, plugin_path
 from tether.config.schema import Settings
 from tether.errors import ConfigError, GatewayError, JobError
 from tether.gateway.agent import menu
@@ -254,6 +254,8 @@ class Reloader:
         """Prepare everything that can fail, then swap; returns (changed, needs restart)."""
         gateway = self.gateway
         new = load(self.config_path)
+        if self.config_path is not None:  # an added plugin imports beside it, CLI or not
+            plugin_path.use_config(self.config_path)
         redactor.update(new.secrets())  # before anything could log or raise with them
         old = gateway.settings
         restart = needs_restart(old, new)
