@@ -21,7 +21,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from tether.adapters.base import Adapter, Sent
-from tether.adapters.discord import media
+from tether.adapters.discord import commands, media
 from tether.adapters.discord.edit import edit_message
 from tether.adapters.discord.ingress import GatewayIngress
 from tether.adapters.discord.normalize import PLATFORM, Bot
@@ -147,6 +147,13 @@ class DiscordAdapter(Adapter):
     def text_length(self, text: str) -> int:
         """UTF-16 units: never fewer than the characters Discord counts, so a chunk fits."""
         return utf16_len(text)
+
+    async def set_commands(self, menu: Sequence[tuple[str, str]]) -> None:
+        """The menu as global slash commands, written only when it changed (:mod:`.commands`)."""
+        if self._client is None or self.application_id is None:
+            raise RuntimeError("the discord adapter is not open")
+        wanted = commands.entries(menu, ask=self.config.ask_command)
+        await commands.sync(self._client, self.application_id, wanted)
 
     async def send(self, message: OutMessage) -> Sent:
         return await send(self._client, message, self.config.send_timeout)

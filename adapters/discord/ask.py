@@ -34,7 +34,7 @@ def command_tree(
     client: discord.Client, on_ask: Callable[[discord.Interaction], Awaitable[None]]
 ) -> Tree:
     """The client's command tree with ``/ask question``, handed to ``on_ask``."""
-    tree: Tree = app_commands.CommandTree(client)
+    tree: Tree = _AskTree(client)
 
     @tree.command(name="ask", description="Ask the agent")
     @app_commands.describe(question="What you want to ask")
@@ -42,6 +42,19 @@ def command_tree(
         await on_ask(interaction)  # normalize reads the question from the payload
 
     return tree
+
+
+class _AskTree(app_commands.CommandTree[discord.Client]):
+    """Only ``/ask`` is the tree's: the menu's commands (:mod:`.commands`) are the
+    ingress's, and without this check the tree logs each one as not found."""
+
+    async def interaction_check(self, interaction: discord.Interaction) -> bool:
+        return is_ask(interaction.data)
+
+
+def is_ask(data: Any) -> bool:
+    """An INTERACTION_CREATE ``data`` naming ``/ask``."""
+    return isinstance(data, Mapping) and data.get("name") == "ask"
 
 
 async def sync(tree: Tree) -> None:

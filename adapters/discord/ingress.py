@@ -288,23 +288,40 @@ class GatewayIngress:
         kept for discord.py's command tree to hand over."""
         if buttons.is_press(data):
             self._presses.take(data)
+        elif _is_menu_command(data, asked=self._tree is not None):
+            self._spawn(self._on_command(data))
         elif self.config.ask_command:
             self._asked.keep(data)
 
+    async def _on_command(self, data: Any) -> None:
+        """A menu command (:mod:`.commands`): deferred, then committed like ``/ask``."""
+        used = discord.Interaction(data=data, state=self.client._connection)
+        await self._commit_interaction(data, used.id, await ask.defer(used))
+
     async def _on_ask(self, asked: discord.Interaction) -> None:
         deferred = await ask.defer(asked)
+        await self._commit_interaction(self._asked.take(asked), asked.id, deferred)
+
+    async def _commit_interaction(self, data: Any, interaction_id: int, deferred: bool) -> None:
         inbox = self._inbox
         if inbox is None:
             log.warning("discord.interaction_dropped", reason="stopping")
             return
-        outcome = interaction(self._asked.take(asked), self._bot, deferred=deferred)
+        outcome = interaction(data, self._bot, deferred=deferred)
         if isinstance(outcome, Dropped):
-            _log_dropped(outcome, interaction_id=asked.id)
+            _log_dropped(outcome, interaction_id=interaction_id)
             return
         try:
             await inbox.accept([outcome])
         except Exception as exc:
-            log.error("discord.accept_failed", interaction_id=asked.id, error=describe(exc))
+            log.error("discord.accept_failed", interaction_id=interaction_id, error=describe(exc))
+
+
+def _is_menu_command(data: Any, *, asked: bool) -> bool:
+    """A slash command the tree does not take: every one but ``/ask`` while it is on."""
+    if not isinstance(data, Mapping) or data.get("type") != 2:
+        return False
+    return not (asked and ask.is_ask(data.get("data")))
 
 
 def _dispatch(

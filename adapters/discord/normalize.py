@@ -174,7 +174,7 @@ def message(
 
 
 def interaction(data: Any, bot: Bot, *, deferred: bool) -> Event | Dropped:
-    """An INTERACTION_CREATE ``d`` → the ``/ask`` event, or why not.
+    """An INTERACTION_CREATE ``d`` → the ``/ask`` (or a menu command's) event, or why not.
 
     ``deferred``: the ingress acknowledged it, so the reply may edit the deferred
     response through the interaction's token (kept in the event's reply meta).
@@ -331,9 +331,8 @@ def _interaction(data: Mapping[str, Any], deferred: bool) -> Event | Dropped:
     if data.get("type") != 2:
         return Dropped(SKIPPED, f"unsupported interaction type {data.get('type')!r}")
     command = read.mapping(data.get("data"), "data")
-    if command.get("name") != "ask":
-        return Dropped(SKIPPED, f"unsupported command {command.get('name')!r}")
-    question = _option(command, "question")
+    name = read.text(command.get("name"), "data.name").lower()  # a menu command's "args"
+    question = _option(command, "question") if name == "ask" else _option(command, "args", "")
     conversation, sender, meta = interaction_origin(data, interaction_id)
     created = read.created(interaction_id)
     if deferred:
@@ -350,8 +349,8 @@ def _interaction(data: Mapping[str, Any], deferred: bool) -> Event | Dropped:
         kind=Kind.COMMAND,
         conversation=conversation,
         sender=sender,
-        text=question,
-        command="ask",
+        text=question if name == "ask" else f"/{name} {question}".rstrip(),
+        command=name,
         args=question,
         mentions_bot=True,
         timestamp=created,
@@ -359,11 +358,13 @@ def _interaction(data: Mapping[str, Any], deferred: bool) -> Event | Dropped:
     )
 
 
-def _option(command: Mapping[str, Any], name: str) -> str:
-    for option in read.items(command.get("options"), "data.options"):
+def _option(command: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    for option in read.items(command.get("options") or [], "data.options"):
         if isinstance(option, Mapping) and option.get("name") == name:
             return read.text(option.get("value"), f"data.options.{name}")
-    raise read.Malformed(f"data.options: no {name!r}")
+    if default is None:
+        raise read.Malformed(f"data.options: no {name!r}")
+    return default
 
 
 def interaction_origin(
@@ -393,5 +394,7 @@ def interaction_origin(
         id=read.snowflake(user.get("id"), "user.id"),
         name=read.display_name(user, member),
         is_bot=read.flag(user.get("bot"), "user.bot"),
+        # the invoking person's client language (``zh-CN``, ``en-US``): their fixed messages
+        language=locale if isinstance(locale := data.get("locale"), str) and locale else None,
     )
     return conversation, sender, meta

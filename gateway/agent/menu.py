@@ -22,19 +22,25 @@ from tether.gateway.handler.routing import Router
 
 log = structlog.get_logger(__name__)
 
-#: What Telegram accepts as a menu command (Discord's rule is wider).
+#: What Telegram accepts as a menu command.
 _NAME = re.compile(r"[a-z0-9_]{1,32}")
+#: Each platform's rule, where it is stricter than what a router may name: a platform
+#: not here gets every command and leaves out what it refuses itself (Discord's rule is
+#: wider, ``wetter-heute`` and ``天气`` included: adapters/discord/commands.py).
+_NAMES = {"telegram": _NAME}
 
 
-def menu(router: Router, agent: str | None = None) -> list[tuple[str, str]]:
+def menu(
+    router: Router, agent: str | None = None, rule: re.Pattern[str] | None = _NAME
+) -> list[tuple[str, str]]:
     """(name, description) of every public command ``agent`` answers, access ones first;
-    a command with no description is answered but not listed."""
+    a command with no description is answered but not listed, nor one ``rule`` refuses."""
     entries = {name: DESCRIPTIONS[name] for name, admin in ACCESS_COMMANDS if not admin}
-    for name, route in router.commands(agent):
-        about = DESCRIPTIONS.get(name) or route.description
-        if route.admin or not about or not _NAME.fullmatch(name):
+    for command, route in router.commands(agent):
+        about = DESCRIPTIONS.get(command) or route.description
+        if route.admin or not about or (rule is not None and not rule.fullmatch(command)):
             continue
-        entries.setdefault(name, about[:100])  # 256 on Telegram, 100 on Discord
+        entries.setdefault(command, about[:100])  # 256 on Telegram, 100 on Discord
     return list(entries.items())
 
 
@@ -43,6 +49,6 @@ async def register(adapters: Mapping[str, Adapter], router: Router) -> None:
     for name, adapter in list(adapters.items()):
         _, agent = split_account(name)
         try:
-            await adapter.set_commands(menu(router, agent))
+            await adapter.set_commands(menu(router, agent, _NAMES.get(adapter.platform)))
         except Exception as exc:
             log.warning("menu.register_failed", platform=name, error=describe(exc))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -148,6 +149,25 @@ def _components_problem(rows: Any) -> str | None:
     return None
 
 
+def _commands_problem(commands: Any) -> str | None:
+    """What Discord refuses in a bulk overwrite: names 1-32 lowercase letters, digits,
+    '-' or '_'; descriptions 1-100 characters; a name twice."""
+    if not isinstance(commands, list):
+        return "expected a list"
+    names = [c.get("name") for c in commands if isinstance(c, dict)]
+    if len(names) != len(commands) or len(set(names)) != len(names):
+        return "duplicate or missing command names"
+    for command in commands:
+        name, about = command.get("name"), command.get("description")
+        if not isinstance(name, str) or not re.fullmatch(r"[-_\w]{1,32}", name):
+            return f"name {name!r}: invalid"
+        if name != name.lower():
+            return f"name {name!r}: not lowercase"
+        if not isinstance(about, str) or not 1 <= len(about) <= 100:
+            return f"{name}.description: must be 1-100 characters"
+    return None
+
+
 def _error(status: int, message: str, code: int = 0) -> web.Response:
     return _json({"message": message, "code": code}, status)
 
@@ -167,6 +187,8 @@ class FakeDiscord:
         self.resumes = 0
         self.closes: list[int] = []
         self.commands: list[dict[str, Any]] = []
+        #: Each bulk overwrite's body, in order (Discord rate-limits these).
+        self.command_puts: list[list[dict[str, Any]]] = []
         self.callbacks: list[tuple[int, dict[str, Any]]] = []
         #: Interaction id → when it was answered (time.monotonic()); answering again is 400.
         self.callback_at: dict[int, float] = {}
@@ -256,6 +278,7 @@ class FakeDiscord:
         app.router.add_post(api + "/channels/{channel}/messages", self._create_message)
         app.router.add_patch(api + "/channels/{channel}/messages/{message}", self._edit_message)
         app.router.add_put(api + "/applications/{app}/commands", self._put_commands)
+        app.router.add_get(api + "/applications/{app}/commands", self._get_commands)
         app.router.add_post(api + "/interactions/{id}/{token}/callback", self._callback)
         app.router.add_patch(api + "/webhooks/{app}/{token}/messages/@original", self._edit)
         app.router.add_post(api + "/webhooks/{app}/{token}", self._followup)
@@ -352,9 +375,17 @@ class FakeDiscord:
         return data
 
     async def interact(
-        self, question: str, *, channel_id: int = CHANNEL_ID, token: str = "itoken-1"
+        self,
+        question: str,
+        *,
+        channel_id: int = CHANNEL_ID,
+        token: str = "itoken-1",
+        name: str = "ask",
+        option: str = "question",
     ) -> dict[str, Any]:
-        """A user runs ``/ask question``: INTERACTION_CREATE."""
+        """A user runs ``/ask question`` (or ``/name`` with ``option`` set to
+        ``question``, left out when empty, as Discord does): INTERACTION_CREATE."""
+        named = [c for c in self.commands if c["name"] == name]
         guild_id = self.channels[channel_id].get("guild_id")
         data: dict[str, Any] = {
             "id": str(self.next_id()),
@@ -370,10 +401,10 @@ class FakeDiscord:
             "entitlements": [],
             "authorizing_integration_owners": {},
             "data": {
-                "id": str(self.commands[0]["id"]) if self.commands else "1",
-                "name": "ask",
+                "id": str(named[0]["id"]) if named else "1",
+                "name": name,
                 "type": 1,
-                "options": [{"name": "question", "type": 3, "value": question}],
+                "options": [{"name": option, "type": 3, "value": question}] if question else [],
             },
         }
         if guild_id:
@@ -653,6 +684,10 @@ class FakeDiscord:
         if not self._authorized(request):
             return _error(401, "401: Unauthorized")
         commands = await request.json()
+        problem = _commands_problem(commands)
+        if problem is not None:
+            return _error(400, f"Invalid Form Body: {problem}", 50035)
+        self.command_puts.append(commands)
         self.commands = [
             {
                 "id": str(self.next_id()),
@@ -667,6 +702,11 @@ class FakeDiscord:
             for command in commands
         ]
         self._changed()
+        return _json(self.commands)
+
+    async def _get_commands(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _error(401, "401: Unauthorized")
         return _json(self.commands)
 
     async def _callback(self, request: web.Request) -> web.Response:

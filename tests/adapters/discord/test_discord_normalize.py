@@ -603,7 +603,6 @@ def test_ask_names_its_chat_by_the_payloads_channel_id_whatever_the_channel_obje
     [
         ({"type": 3}, "unsupported interaction type 3"),
         ({"type": 4}, "unsupported interaction type 4"),
-        ({"data": {"name": "roll", "type": 1, "options": []}}, "unsupported command 'roll'"),
         (
             {"data": {"name": "ask", "type": 1, "options": []}},
             "malformed: data.options: no 'question'",
@@ -1076,3 +1075,19 @@ def test_a_corpus_payload_that_showed_a_bug_now_reads_right(name: str) -> None:
     assert isinstance(event, Event), event
     CORPUS_FIXED[name](frame["d"], event)
     assert event.raw == frame["d"]
+
+
+def test_a_menu_command_is_a_command_with_its_args_option_or_none() -> None:
+    options = [{"name": "args", "type": 3, "value": "Berlin"}]
+    used = interaction(
+        ask_payload(data={"name": "weather", "type": 1, "options": options}), BOT, deferred=True
+    )
+    bare = interaction(ask_payload(data={"name": "roll", "type": 1}), BOT, deferred=False)
+    assert isinstance(used, Event) and isinstance(bare, Event)
+    assert (used.kind, used.command, used.args, used.text) == (
+        Kind.COMMAND,
+        "weather",
+        "Berlin",
+        "/weather Berlin",
+    )
+    assert (bare.command, bare.args, bare.text) == ("roll", "", "/roll")
