@@ -26,7 +26,7 @@ from tether.adapters.discord.edit import edit_message
 from tether.adapters.discord.ingress import GatewayIngress
 from tether.adapters.discord.normalize import PLATFORM, Bot
 from tether.adapters.discord.send import send
-from tether.adapters.kit import open_with_retries
+from tether.adapters.kit import describe, open_with_retries
 from tether.backoff import equal_jitter
 from tether.config.schema import DiscordConfig
 from tether.events import Attachment, OutMessage
@@ -99,7 +99,10 @@ class DiscordAdapter(Adapter):
         )
         self._ingress.attach(client, bot)
         if self.config.ask_command:
-            await self._ingress.sync_commands()
+            try:
+                await commands.keep_ask(client, client.application_id or 0)
+            except Exception as exc:  # the bot still works without its slash command
+                log.warning("discord.commands_sync_failed", error=describe(exc))
         log.info(
             "discord.ready",
             bot_id=self.bot_id,

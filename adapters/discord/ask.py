@@ -57,15 +57,6 @@ def is_ask(data: Any) -> bool:
     return isinstance(data, Mapping) and data.get("name") == "ask"
 
 
-async def sync(tree: Tree) -> None:
-    """Register ``/ask`` (a bulk overwrite: syncing the same command again is a no-op)."""
-    try:
-        synced = await tree.sync()
-        log.info("discord.commands_synced", commands=[command.name for command in synced])
-    except Exception as exc:  # the bot still works without its slash command
-        log.warning("discord.commands_sync_failed", error=describe(exc))
-
-
 async def defer(interaction: discord.Interaction) -> bool:
     """Acknowledge within Discord's 3 s; False when that failed (too late, or a replay
     that was answered already), so the reply goes to the channel."""

@@ -91,9 +91,32 @@ async def sync(client: discord.Client, application_id: int, wanted: list[dict[st
     """Overwrite the application's global commands with ``wanted`` unless they are
     already those; True when it wrote."""
     registered = await client.http.get_global_commands(application_id)
+    return await _write(client, application_id, list(registered), wanted)
+
+
+async def _write(
+    client: discord.Client,
+    application_id: int,
+    registered: Sequence[Mapping[str, Any]],
+    wanted: list[dict[str, Any]],
+) -> bool:
     if _shape(registered) == _shape(wanted):
         log.info("discord.commands_unchanged", commands=len(wanted))
         return False
     await client.http.bulk_upsert_global_commands(application_id, wanted)
     log.info("discord.commands_synced", commands=[command["name"] for command in wanted])
     return True
+
+
+async def keep_ask(client: discord.Client, application_id: int) -> bool:
+    """At open: ``/ask`` registered beside whatever menu is, written only if missing
+    (a restart rewrites nothing; the gateway's menu follows, see :func:`sync`)."""
+    registered = await client.http.get_global_commands(application_id)
+    others = [_payload(c) for c in registered if c.get("name") != "ask"]
+    return await _write(client, application_id, list(registered), [*entries([], True), *others])
+
+
+def _payload(command: Mapping[str, Any]) -> dict[str, Any]:
+    """A registered command as the overwrite body takes it back."""
+    fields = ("type", "name", "description", "options")
+    return {field: command[field] for field in fields if field in command}

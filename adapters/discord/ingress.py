@@ -117,10 +117,6 @@ class GatewayIngress:
         if self.config.ask_command:
             self._tree = ask.command_tree(client, self._on_ask)
 
-    async def sync_commands(self) -> None:
-        if self._tree is not None:
-            await ask.sync(self._tree)
-
     async def run(self, inbox: Ingress) -> None:
         """discord.py's connect loop (it reconnects and resumes by itself), restarted after
         anything it does not handle (an event it cannot parse ends it), but given up for
