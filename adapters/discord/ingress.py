@@ -291,7 +291,11 @@ class GatewayIngress:
 
     async def _on_command(self, data: Any) -> None:
         """A menu command (:mod:`.commands`): deferred, then committed like ``/ask``."""
-        used = discord.Interaction(data=data, state=self.client._connection)
+        try:
+            used = discord.Interaction(data=data, state=self.client._connection)
+        except Exception as exc:  # a payload discord.py cannot read: nothing to answer
+            log.warning("discord.interaction_dropped", reason=f"malformed: {describe(exc)}")
+            return
         await self._commit_interaction(data, used.id, await ask.defer(used))
 
     async def _on_ask(self, asked: discord.Interaction) -> None:

@@ -134,3 +134,26 @@ def test_a_name_is_offered_to_discord_only_when_discord_would_take_it(name: str)
 def test_descriptions_are_cut_to_discords_100_and_an_empty_one_is_left_out() -> None:
     made = entries([("long", "x" * 150), ("blank", "  "), ("long", "again")], ask=False)
     assert [(c["name"], len(c["description"])) for c in made] == [("long", 100)]
+
+
+async def test_a_menu_command_discord_py_cannot_read_is_dropped_and_the_next_answers(
+    tmp_path: Path, fake: FakeDiscord
+) -> None:
+    config = write(tmp_path, fake)
+    settings = load(config)
+    gateway = Gateway(settings, build_adapters(settings), config_path=str(config))
+    with structlog.testing.capture_logs() as logs:
+        await gateway.start()
+        try:
+            await fake.wait_for(lambda: fake.connected >= 1)
+            broken = {"type": 2, "data": {"name": "help", "type": 1}}  # no id, no token
+            await fake.dispatch("INTERACTION_CREATE", broken)
+            await fake.interact("", name="help", option="args", token="menu-ok")
+            await fake.wait_for(lambda: len(fake.original_edits) >= 1)
+            await gateway.drain()
+        finally:
+            await gateway.stop()
+    assert [token for token, _ in fake.original_edits] == ["menu-ok"]
+    assert "/help - this list" in fake.original_edits[0][1]["content"]
+    (dropped,) = events_named(logs, "discord.interaction_dropped")
+    assert dropped["reason"].startswith("malformed: ")
