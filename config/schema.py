@@ -39,6 +39,7 @@ from tether.config.llm import (
     check_embeddings,
 )
 from tether.config.mcp import McpConfig, McpToolFilter
+from tether.config.messages import MessagesConfig
 from tether.config.ops import AlertsConfig, OpsConfig, WatchdogConfig
 from tether.config.platforms import (
     ConsoleConfig,
@@ -295,6 +296,8 @@ class Settings(Section):
     #: one-agent form. ``rooms:``: the guards where they hear each other.
     agents: list[AgentSpec] = []
     rooms: RoomsConfig = RoomsConfig()
+    #: ``messages:``: the language and texts of Tether's own words (config/messages/).
+    messages: MessagesConfig = MessagesConfig()
 
     @model_validator(mode="before")
     @classmethod

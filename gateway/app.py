@@ -131,7 +131,7 @@ class Gateway:
             media_config=lambda: self.settings.media,  # a reload's, from its next event on
             waits=self.waits,
         )
-        self.pipeline.tasks = self.tasks
+        self.pipeline.tasks, self.pipeline.messages = self.tasks, lambda: self.settings.messages
         self.recall = Recall(settings, self.store, self.pipeline)  # documents, embeddings
         self.dispatcher = Dispatcher(
             self.pipeline.run,

@@ -63,6 +63,9 @@ class Sender(_Model):
     id: str
     name: str = ""
     is_bot: bool = False
+    #: The language the platform says the person uses (Telegram's ``language_code``,
+    #: Discord's ``locale``), if it says: which fixed messages they get (tether.messages).
+    language: str | None = None
 
 
 class Attachment(_Model):

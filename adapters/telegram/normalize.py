@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from telegram import CallbackQuery, Message, MessageEntity, Update
+from telegram import CallbackQuery, Message, MessageEntity, Update, User
 
 from tether.adapters.kit import Dropped
 from tether.adapters.telegram.content import (
@@ -178,7 +178,7 @@ def _callback(key: str, query: CallbackQuery, raw: dict[str, Any]) -> Event:
             thread_id=str(thread_id) if thread_id else None,
             chat_type=chat_type,
         ),
-        sender=Sender(id=str(user.id), name=name_of(user), is_bot=user.is_bot),
+        sender=_person(user),
         message_id=message_id,
         text=query.data or query.game_short_name or "",
         meta=meta,
@@ -216,7 +216,15 @@ def _sender(message: Message) -> Sender | None:
     user = message.from_user
     if user is None:
         return None
-    return Sender(id=str(user.id), name=name_of(user), is_bot=user.is_bot)
+    return _person(user)
+
+
+def _person(user: User) -> Sender:
+    """A user as a sender, with the language their app is set to (``language_code``,
+    an IETF tag such as ``zh-hans``): which fixed messages they get."""
+    code = user.language_code
+    language = code if isinstance(code, str) and code else None
+    return Sender(id=str(user.id), name=name_of(user), is_bot=user.is_bot, language=language)
 
 
 def _attachments(message: Message) -> list[Attachment]:

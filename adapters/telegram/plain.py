@@ -134,7 +134,10 @@ def _read(data: Any, number: int, recipient: Recipient, epoch: int) -> Event | D
     posted = datetime.fromtimestamp(date, UTC)
     edited = None if edit_date is None else datetime.fromtimestamp(edit_date, UTC)
     # The rest is normalize._message's reading, step for step, on these fields.
-    sender = Sender(id=str(user["id"]), name=name_of(user), is_bot=user["is_bot"])
+    language = user.get("language_code") or None  # a str, checked above; as _person reads it
+    sender = Sender(
+        id=str(user["id"]), name=name_of(user), is_bot=user["is_bot"], language=language
+    )
     if sender.is_bot and recipient.ignore_bots:
         return Dropped("telegram.ignored", "from a bot")
     chat_type: ChatType = CHAT_TYPES.get(chat["type"], "group")

@@ -24,6 +24,7 @@ from tether.gateway.tools.loop import chat_with_tools
 from tether.gateway.tools.recall import recall_into
 from tether.memory.compaction import compact
 from tether.memory.prompt import assemble
+from tether.messages import say
 
 
 async def converse(ctx: Context, text: str | None = None) -> str:
@@ -90,29 +91,26 @@ def llm_router(settings: Settings) -> Router:
     @router.command("reset", "new")
     async def reset(ctx: Context) -> None:
         await ctx.memory.reset()
-        await ctx.reply(
-            "Started a fresh context. The earlier conversation is archived, not deleted;"
-            " saved facts and the persona stay."
-        )
+        await ctx.reply(say(ctx.event, "context_reset"))
 
     @router.command("persona")
     async def persona(ctx: Context) -> None:
         text = ctx.event.args.strip()
         if not text:
             state = await ctx.memory.state()
-            kind = "custom" if state.persona else "default"
-            await ctx.reply(f"Persona ({kind}):\n{state.persona or settings.agent.persona}")
+            key = "persona_custom" if state.persona else "persona_default"
+            await ctx.reply(say(ctx.event, key, persona=state.persona or settings.agent.persona))
         elif text.lower() in ("reset", "default"):
             await ctx.memory.set_persona(None)
-            await ctx.reply("Persona back to the default.")
+            await ctx.reply(say(ctx.event, "persona_restored"))
         else:
             await ctx.memory.set_persona(text)
-            await ctx.reply("Persona set for this chat.")
+            await ctx.reply(say(ctx.event, "persona_set"))
 
     @router.fallback
     async def chat(ctx: Context) -> None:
         if ctx.event.kind is Kind.COMMAND:
-            await ctx.reply(f"Unknown command /{ctx.event.command}. /help lists what I can do.")
+            await ctx.reply(say(ctx.event, "unknown_command", command=ctx.event.command))
             return
         if ctx.event.text.strip() or ctx.event.attachments:
             await converse(ctx)

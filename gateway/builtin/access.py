@@ -39,6 +39,7 @@ from tether.gateway.handler.routing import NextHandler, Route, Router
 from tether.keys import TRUSTED_PLATFORMS, is_relay, is_task, sender_name
 from tether.memory.operator import PairingStore
 from tether.memory.records import Pairing
+from tether.messages import say
 
 log = structlog.get_logger("tether.access")
 
@@ -167,25 +168,21 @@ class Access:
             return await handler(event, data)  # how the first person gets in at all
         if route.admin and not await self.is_admin(event):
             ctx.log.warning("access.refused", route=route.name, sender=sender_name(event))
-            await ctx.reply("Only the bot's admins can do that.")
+            await ctx.reply(say(event, "admins_only"))
             return None
         if await self.admitted(event):
             return await handler(event, data)
         if not (self.config.pairing and event.conversation.chat_type == "dm" and event.sender):
             ctx.log.info("access.denied", sender=sender_name(event))
             if self.config.pairing and await ctx.step("access.hint", lambda: self._hint_due(event)):
-                await ctx.reply(HINT, quote=False)
+                await ctx.reply(say(event, "access_hint"), quote=False)
             return None
         request = await ctx.step("access.pairing", lambda: self._request(event))
         if request["new"]:
             ctx.log.info(
                 "access.pairing_requested", sender=sender_name(event), code=request["code"]
             )
-            await ctx.reply(
-                "I don't know you yet. Ask the owner of this bot to run:\n"
-                f"tether pair approve {request['code']}",
-                quote=False,
-            )
+            await ctx.reply(say(event, "pairing_requested", code=request["code"]), quote=False)
         else:
             ctx.log.info("access.pending", sender=sender_name(event))
         return None
@@ -256,13 +253,13 @@ def access_router(access: Access) -> Router:
         code = ctx.event.args.strip()
         found = await ctx.step("approve", lambda: _approve(access.store, code))
         if found:
-            await ctx.reply(f"Approved {found}.")  # they are told by tell_approved
+            await ctx.reply(say(ctx.event, "pairing_approved", who=found))  # see tell_approved
         else:
-            await ctx.reply(f"No pairing request with code {code!r}.")
+            await ctx.reply(say(ctx.event, "pairing_unknown", code=code))
 
     @router.on(Kind.SYSTEM, when=lambda event: event.meta.get("access") == "approved")
     async def approved(ctx: Context) -> None:
-        await ctx.reply(APPROVED_NOTICE, quote=False)
+        await ctx.reply(say(ctx.event, "access_approved"), quote=False)
 
     @router.command("owner")
     async def owner(ctx: Context) -> None:
@@ -272,11 +269,9 @@ def access_router(access: Access) -> Router:
             "access.owner", lambda: access.claim_owner(event, code)
         ):
             ctx.log.info("access.owner_refused", sender=sender_name(event))
-            await ctx.reply("That is not a valid owner code.")
+            await ctx.reply(say(event, "owner_code_invalid"))
             return
-        await ctx.reply(
-            "You are the bot's owner now: allowed, and an admin. /help lists what I can do."
-        )
+        await ctx.reply(say(event, "owner_claimed"))
 
     return router
 

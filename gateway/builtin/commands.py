@@ -20,6 +20,7 @@ from tether.gateway.handler import recall
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Route, Router
 from tether.memory.records import Fact, Usage
+from tether.messages import say
 
 #: Is this event's sender an admin? (``/help`` lists admin-only commands to admins only.)
 IsAdmin = Callable[[Event], Awaitable[bool]]
@@ -47,13 +48,11 @@ DESCRIPTIONS = {
 #: The access commands and ``/stop`` (gateway/core/stop.py), included ahead of every router:
 #: (name, admin only).
 ACCESS_COMMANDS = (("whoami", False), ("approve", True), ("stop", False))
-_INTROS = {
-    "echo": "I answer with your text.",
-    "llm": "Just write to chat with me.",
-}
+#: The first line of ``/help``, by agent: the key of its fixed message.
+_INTROS = {"echo": "help_echo", "llm": "help_llm"}
 
 
-def help_text(settings: Settings, listing: Router, admin: bool) -> str:
+def help_text(settings: Settings, listing: Router, admin: bool, event: Event | None = None) -> str:
     """The command list: the access commands, then ``listing``'s in resolution order;
     admin-only ones only for an admin."""
     routes = dict(listing.commands())
@@ -65,8 +64,8 @@ def help_text(settings: Settings, listing: Router, admin: bool) -> str:
             continue
         seen.add(name)
         lines.append(f"/{name} - {_describe(name, routes.get(name))}")
-    intro = _INTROS[settings.agent.handler]
-    return f"{intro} Commands:\n" + "\n".join(lines)
+    intro = say(event, _INTROS[settings.agent.handler])
+    return f"{intro}\n" + "\n".join(lines)
 
 
 def _describe(name: str, route: Route | None) -> str:
@@ -86,54 +85,57 @@ def commands_router(settings: Settings, listing: Router, is_admin: IsAdmin | Non
 
     @router.command("start")
     async def start(ctx: Context) -> None:
-        text = help_text(settings, listing, await admin(ctx.event))
-        await ctx.reply(f"Hi, I'm {settings.agent.name}.\n\n{text}", quote=False)
+        text = help_text(settings, listing, await admin(ctx.event), ctx.event)
+        await ctx.reply(
+            say(ctx.event, "greeting", name=settings.agent.name, help=text), quote=False
+        )
 
     @router.command("help")
     async def help_(ctx: Context) -> None:
-        await ctx.reply(help_text(settings, listing, await admin(ctx.event)), quote=False)
+        text = help_text(settings, listing, await admin(ctx.event), ctx.event)
+        await ctx.reply(text, quote=False)
 
     @router.command("remember")
     async def remember(ctx: Context) -> None:
         text = ctx.event.args.strip()
         if not text:
-            await ctx.reply("What should I remember? /remember TEXT")
+            await ctx.reply(say(ctx.event, "remember_what"))
             return
         whom = about(ctx, text)
         ctx.memory.remember(text, about=whom)
         # in a DM every fact is the person's; in a group, say that this one follows them
-        where = " about you" if whom and ctx.event.conversation.chat_type != "dm" else ""
-        await ctx.reply(f"I'll remember{where}: {text}")
+        key = "remembered_about_you" if whom and _in_group(ctx) else "remembered"
+        await ctx.reply(say(ctx.event, key, text=text))
 
     @router.command("facts")
     async def facts_(ctx: Context) -> None:
-        await ctx.reply(_list_facts(await ctx.memory.facts(), _in_group(ctx)))
+        await ctx.reply(_list_facts(ctx.event, await ctx.memory.facts(), _in_group(ctx)))
 
     @router.command("forget")
     async def forget(ctx: Context) -> None:
         facts = await ctx.memory.facts()
         wanted = ctx.event.args.strip()
         if not wanted:
-            await ctx.reply(_list_facts(facts, _in_group(ctx)))
+            await ctx.reply(_list_facts(ctx.event, facts, _in_group(ctx)))
             return
         chosen = _choose(facts, wanted)
         if not chosen:
-            listing = _list_facts(facts, _in_group(ctx))
-            await ctx.reply(f"No saved fact matches {wanted!r}.\n\n{listing}")
+            listing = _list_facts(ctx.event, facts, _in_group(ctx))
+            await ctx.reply(say(ctx.event, "no_fact_matches", wanted=wanted, facts=listing))
             return
         ctx.memory.forget_facts(chosen)
         listed = "\n".join(f"- {fact.text}" for fact in chosen)
-        await ctx.reply(f"Forgotten:\n{listed}")
+        await ctx.reply(say(ctx.event, "forgotten", facts=listed))
 
     @router.command("search")
     async def search_(ctx: Context) -> None:
         query = ctx.event.args.strip()
         if not query:
-            await ctx.reply("What should I look for? /search WORDS")
+            await ctx.reply(say(ctx.event, "search_what"))
             return
         hits = await recall.search(ctx, query, 5)
         lines = recall.found_lines(hits, ctx.conversation, settings.memory.recall_tokens)
-        found = "\n".join(lines) if lines else f"Nothing found for {query!r}."
+        found = "\n".join(lines) if lines else say(ctx.event, "nothing_found", query=query)
         await ctx.reply(found, quote=False)
 
     @router.command("usage")
@@ -150,16 +152,17 @@ def _in_group(ctx: Context) -> bool:
     return ctx.event.conversation.chat_type != "dm"
 
 
-def _list_facts(facts: list[Fact], mark: bool = False) -> str:
+def _list_facts(event: Event, facts: list[Fact], mark: bool = False) -> str:
     """``facts`` numbered; ``mark``: say which are about the person asking (in a group,
     where the others are about the chat)."""
     if not facts:
-        return "No saved facts. /remember TEXT saves one."
+        return say(event, "no_facts")
+    yours = say(event, "fact_about_you")
     listed = "\n".join(
-        f"{n}. {fact.text}{' (about you)' if mark and fact.owner else ''}"
+        f"{n}. {fact.text}{yours if mark and fact.owner else ''}"
         for n, fact in enumerate(facts, start=1)
     )
-    return f"Saved facts:\n{listed}\n\n/forget N, /forget WORDS or /forget all"
+    return say(event, "facts", facts=listed)
 
 
 def _choose(facts: list[Fact], wanted: str) -> list[Fact]:

@@ -3,16 +3,10 @@ dispatcher imports and so must stay free of the handler machinery imported here)
 
 from __future__ import annotations
 
-from tether.gateway.core.stop import (
-    COMMAND,
-    NOTHING_RUNNING,
-    STOPPED_ANSWER,
-    STOPPED_WAITING,
-    Turns,
-    request,
-)
+from tether.gateway.core.stop import COMMAND, Turns, request
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Router
+from tether.messages import say
 
 
 def stop_router(turns: Turns) -> Router:
@@ -25,15 +19,16 @@ def stop_router(turns: Turns) -> Router:
     async def stop(ctx: Context) -> None:
         """Stop the conversation's running turn, or the one waiting to be tried again,
         and say which, once."""
-        answer = NOTHING_RUNNING
+        answer = "nothing_running"
         if turns.stop(ctx.conversation):
-            answer = STOPPED_ANSWER
+            answer = "stopped_answer"
         elif turns.stop_waiting(ctx.conversation):
-            answer = STOPPED_WAITING
+            answer = "stopped_waiting"
         elif turns.store is not None:  # maybe in another process
             found = await request(turns.store, ctx.conversation, ctx.event.key)
             if found is not None:
-                answer = STOPPED_ANSWER if found.status == "running" else STOPPED_WAITING
-        await ctx.reply(answer, quote=False)
+                running = found.status == "running"
+                answer = "stopped_answer" if running else "stopped_waiting"
+        await ctx.reply(say(ctx.event, answer), quote=False)
 
     return router

@@ -40,12 +40,13 @@ import structlog
 from tether import metrics
 from tether.adapters.base import Adapter
 from tether.backoff import full_jitter
+from tether.config.messages import MessagesConfig
 from tether.config.schema import MediaConfig, PipelineConfig
 from tether.errors import BudgetExceeded, Fatal, Retryable, WaitEnded, WaitExpired
 from tether.events import REPLY_META, Kind, OutMessage
 from tether.gateway.core import media, stop
 from tether.gateway.core.edits import without_edit
-from tether.gateway.core.throttle import THROTTLE_NOTICE, THROTTLED
+from tether.gateway.core.throttle import THROTTLED
 from tether.gateway.core.transcript import transcript
 from tether.gateway.core.waits import Waits
 from tether.gateway.handler.asking import Suspend
@@ -60,13 +61,11 @@ from tether.memory.documents import DocumentIndex
 from tether.memory.records import DeadLetter, InboxRow, OutboxRow
 from tether.memory.roles import EventStore
 from tether.memory.waits import Wait
+from tether.messages import say, use
 from tether.redaction import redactor
 from tether.text import split_text
 
 log = structlog.get_logger("tether.pipeline")
-
-#: Said when a question's timeout passed and the handler did not answer the expiry.
-EXPIRED_NOTICE = "No answer came in time, so I stopped waiting for it."
 
 
 class PipelineStore(EventStore, Protocol):
@@ -113,6 +112,8 @@ class Pipeline:
         self.documents: DocumentIndex | None = None
         #: ``memory.embeddings`` (set by the gateway); None: semantic recall off.
         self.semantic: Semantic | None = None
+        #: ``messages:`` as of the event's start (set by the gateway, a reload's from then on).
+        self.messages: Callable[[], MessagesConfig] = MessagesConfig
 
     async def run(self, row: InboxRow) -> float | None:
         """Run one attempt; returns the retry time, or None when the event is finished."""
@@ -127,6 +128,7 @@ class Pipeline:
         elog.info("event.started", platform=event.platform, kind=event.kind.value)
         metrics.labelled(metrics.EVENTS, event.platform, "started").inc()
         reach = self.media_config()  # media: as configured when the event starts
+        use(self.messages().catalogue())  # what tether.messages.say says in this run
         turn = Turn(
             self.store,
             self.adapters,
@@ -151,7 +153,7 @@ class Pipeline:
             throttled = event.meta.get(THROTTLED)
             resolved = None if throttled else self.router.resolve(event)
             if throttled == "notice":
-                await ctx.reply(THROTTLE_NOTICE, quote=False)
+                await ctx.reply(say(event, "throttled"), quote=False)
             found = resolved[0] if resolved else None
             again = row.attempts > 1
             waits = self.waits
@@ -181,11 +183,11 @@ class Pipeline:
                                 await self._unanswered(ctx, busy)
                             except WaitEnded as ended:  # the handler let it end the turn
                                 if isinstance(ended, WaitExpired):
-                                    await ctx.reply(EXPIRED_NOTICE, quote=False)
+                                    await ctx.reply(say(event, "wait_expired"), quote=False)
                 except TimeoutError:
                     if not self.turns.stopped(row.key):
                         raise
-                    await ctx.reply(stop.STOPPED_NOTICE, quote=False)  # /stop: done, kept
+                    await ctx.reply(say(event, "stopped"), quote=False)  # /stop: done, kept
             asking = turn.asking
             if row.attempts > 1:  # run before: it may have asked (and must retrace it)
                 await asking.load(self.store, row.key)
@@ -283,7 +285,7 @@ class Pipeline:
 
     async def _unanswered(self, ctx: Context, busy: ModelBusy) -> None:
         """No model can answer in time: the person is told, and the event is done."""
-        await ctx.reply(busy.notice)
+        await ctx.reply(self.messages().catalogue().custom(ctx.event, busy.notice, "busy_notice"))
         platform = ctx.event.platform
         metrics.labelled(metrics.EVENTS, platform, "unanswered").inc()
         ctx.log.warning(
@@ -375,7 +377,7 @@ class Pipeline:
         meta = event.meta.get(REPLY_META)
         notice = OutMessage(
             target=target,
-            text=self.config.dead_notice,
+            text=self.messages().catalogue().custom(event, self.config.dead_notice, "dead_notice"),
             reply_to=event.message_id,
             meta=dict(meta) if isinstance(meta, dict) else {},
         )

@@ -20,6 +20,7 @@ from tether.gateway.tasks.spec import short
 from tether.gateway.tasks.start import Tasks
 from tether.keys import sender_name
 from tether.memory.tasks import Task
+from tether.messages import say
 
 if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
@@ -36,10 +37,10 @@ def task_commands() -> Router:
         """List this chat's background tasks."""
         found = await turn_of(ctx).store.tasks(ctx.conversation, limit=LISTED)
         if not found:
-            await ctx.reply("No background tasks in this chat.", quote=False)
+            await ctx.reply(say(ctx.event, "no_tasks"), quote=False)
             return
         lines = [describe(task) for task in found]
-        await ctx.reply("Tasks:\n" + "\n".join(lines), quote=False)
+        await ctx.reply(say(ctx.event, "tasks", tasks="\n".join(lines)), quote=False)
 
     @router.command("cancel")
     async def cancel(ctx: Context) -> None:
@@ -49,28 +50,27 @@ def task_commands() -> Router:
         if not wanted:
             running = [t for t in await store.tasks(ctx.conversation, limit=LISTED) if t.open]
             if not running:
-                await ctx.reply(NOTHING, quote=False)
+                await ctx.reply(say(ctx.event, "nothing_to_cancel"), quote=False)
                 return
             ids = ", ".join(t.id for t in running)
-            await ctx.reply(f"Which task? /cancel ID (running: {ids})", quote=False)
+            await ctx.reply(say(ctx.event, "cancel_which", ids=ids), quote=False)
             return
         task = await store.task(wanted[0])
         if task is None or task.parent != ctx.conversation:
-            await ctx.reply(f"No task {wanted[0]} in this chat. /tasks lists them.", quote=False)
+            await ctx.reply(say(ctx.event, "no_such_task", id=wanted[0]), quote=False)
             return
         spawner = turn_of(ctx).tasks
         if not task.open or not isinstance(spawner, Tasks):
-            await ctx.reply(f"Task {task.id} already ended: {task.status}.", quote=False)
+            ended_text = say(ctx.event, "task_ended", id=task.id, status=task.status)
+            await ctx.reply(ended_text, quote=False)
             return
         task_now, ended = await spawner.cancel(task.id, sender_name(ctx.event))
         if not ended:
             status = task_now.status if task_now else "gone"
-            await ctx.reply(f"Task {task.id} already ended: {status}.", quote=False)
+            await ctx.reply(say(ctx.event, "task_ended", id=task.id, status=status), quote=False)
             return
-        await ctx.reply(
-            f"Cancelled task {task.id} ({short(task.goal, 60)}). What it finished is kept.",
-            quote=False,
-        )
+        goal = short(task.goal, 60)
+        await ctx.reply(say(ctx.event, "task_cancelled", id=task.id, goal=goal), quote=False)
 
     return router
 

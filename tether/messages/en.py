@@ -1,0 +1,64 @@
+"""The English fixed messages: what Tether itself says, word for word as it always has.
+
+Keys name what a message says; ``{name}`` placeholders are filled with ``str.format``.
+Every key here has its translation in ``zh.py`` with the same placeholders (a test says so).
+"""
+
+from __future__ import annotations
+
+EN: dict[str, str] = {
+    # notices: a turn that fails, is throttled, waits or is stopped is never met with silence
+    "dead_notice": "Sorry, something went wrong and I could not answer this. Try again later.",
+    "busy_notice": "The model is unavailable right now, so I could not answer this."
+    " Please try again in a few minutes.",
+    "throttled": "You are sending messages faster than I can take them; I skipped some.",
+    "wait_expired": "No answer came in time, so I stopped waiting for it.",
+    "stopped": "Stopped.",
+    "stopped_answer": "Stopped the running answer.",
+    "stopped_waiting": "Stopped the answer that was waiting to be tried again.",
+    "nothing_running": "Nothing is running.",
+    # access
+    "admins_only": "Only the bot's admins can do that.",
+    "access_hint": "I only answer people the bot's owner let in."
+    " Message me directly to ask for access.",
+    "pairing_requested": "I don't know you yet. Ask the owner of this bot to run:\n"
+    "tether pair approve {code}",
+    "access_approved": "You're in: the bot's owner approved you."
+    " Write to me anytime; /help lists what I can do.",
+    "pairing_approved": "Approved {who}.",
+    "pairing_unknown": "No pairing request with code {code!r}.",
+    "owner_code_invalid": "That is not a valid owner code.",
+    "owner_claimed": "You are the bot's owner now: allowed, and an admin."
+    " /help lists what I can do.",
+    # /start, /help and the agent's own commands
+    "greeting": "Hi, I'm {name}.\n\n{help}",
+    "help_echo": "I answer with your text. Commands:",
+    "help_llm": "Just write to chat with me. Commands:",
+    "unknown_command": "Unknown command /{command}. /help lists what I can do.",
+    "context_reset": "Started a fresh context. The earlier conversation is archived, not"
+    " deleted; saved facts and the persona stay.",
+    "persona_custom": "Persona (custom):\n{persona}",
+    "persona_default": "Persona (default):\n{persona}",
+    "persona_restored": "Persona back to the default.",
+    "persona_set": "Persona set for this chat.",
+    # /remember, /facts, /forget, /search
+    "remember_what": "What should I remember? /remember TEXT",
+    "remembered": "I'll remember: {text}",
+    "remembered_about_you": "I'll remember about you: {text}",
+    "no_facts": "No saved facts. /remember TEXT saves one.",
+    "facts": "Saved facts:\n{facts}\n\n/forget N, /forget WORDS or /forget all",
+    "fact_about_you": " (about you)",
+    "no_fact_matches": "No saved fact matches {wanted!r}.\n\n{facts}",
+    "forgotten": "Forgotten:\n{facts}",
+    "search_what": "What should I look for? /search WORDS",
+    "nothing_found": "Nothing found for {query!r}.",
+    # background tasks
+    "nothing_to_cancel": "There is no question waiting for your answer here,"
+    " and no task is running.",
+    "no_tasks": "No background tasks in this chat.",
+    "tasks": "Tasks:\n{tasks}",
+    "cancel_which": "Which task? /cancel ID (running: {ids})",
+    "no_such_task": "No task {id} in this chat. /tasks lists them.",
+    "task_ended": "Task {id} already ended: {status}.",
+    "task_cancelled": "Cancelled task {id} ({goal}). What it finished is kept.",
+}

@@ -1,0 +1,56 @@
+"""The Simplified Chinese fixed messages (``messages.language: zh``, or a chat whose
+platform says its person writes Chinese): the same keys and placeholders as ``en.py``.
+
+Full-width punctuation (the comma, colon, brackets) is how Chinese is written, not a
+typo of ASCII's: hence RUF001 off in this file.
+"""
+
+# ruff: noqa: RUF001
+
+from __future__ import annotations
+
+ZH: dict[str, str] = {
+    "dead_notice": "抱歉，出了点问题，我没能回复这条消息。请稍后再试。",
+    "busy_notice": "模型暂时无法使用，所以我没能回复这条消息。请过几分钟再试。",
+    "throttled": "你发消息的速度超过了我能处理的速度，我跳过了其中一些。",
+    "wait_expired": "没有及时等到回答，我已不再等待。",
+    "stopped": "已停止。",
+    "stopped_answer": "已停止正在生成的回答。",
+    "stopped_waiting": "已停止等待重试的回答。",
+    "nothing_running": "当前没有正在进行的回答。",
+    "admins_only": "只有机器人的管理员才能这样做。",
+    "access_hint": "我只回复机器人主人允许的人。请私信我申请使用权限。",
+    "pairing_requested": "我还不认识你。请让这个机器人的主人运行：\ntether pair approve {code}",
+    "access_approved": "你已获准使用：机器人的主人批准了你。"
+    "随时给我发消息；/help 会列出我能做的事。",
+    "pairing_approved": "已批准 {who}。",
+    "pairing_unknown": "没有代码为 {code!r} 的配对请求。",
+    "owner_code_invalid": "这不是有效的主人代码。",
+    "owner_claimed": "你现在是这个机器人的主人：已获准使用，并且是管理员。/help 会列出我能做的事。",
+    "greeting": "你好，我是{name}。\n\n{help}",
+    "help_echo": "我会原样回复你发的文字。命令：",
+    "help_llm": "直接发消息就能和我聊天。命令：",
+    "unknown_command": "未知命令 /{command}。/help 会列出我能做的事。",
+    "context_reset": "已开始新的对话。之前的对话已归档，并未删除；已保存的事实和人设保持不变。",
+    "persona_custom": "人设（自定义）：\n{persona}",
+    "persona_default": "人设（默认）：\n{persona}",
+    "persona_restored": "人设已恢复为默认。",
+    "persona_set": "已为这个聊天设置人设。",
+    "remember_what": "要我记住什么？/remember 内容",
+    "remembered": "我会记住：{text}",
+    "remembered_about_you": "我会记住关于你的这一点：{text}",
+    "no_facts": "还没有保存的事实。用 /remember 内容 保存一条。",
+    "facts": "已保存的事实：\n{facts}\n\n/forget 编号、/forget 关键词 或 /forget all",
+    "fact_about_you": "（关于你）",
+    "no_fact_matches": "没有与 {wanted!r} 匹配的已保存事实。\n\n{facts}",
+    "forgotten": "已忘记：\n{facts}",
+    "search_what": "要我找什么？/search 关键词",
+    "nothing_found": "没有找到与 {query!r} 相关的内容。",
+    "nothing_to_cancel": "这里没有等待你回答的问题，也没有正在运行的任务。",
+    "no_tasks": "这个聊天中没有后台任务。",
+    "tasks": "任务：\n{tasks}",
+    "cancel_which": "要取消哪个任务？/cancel 编号（正在运行：{ids}）",
+    "no_such_task": "这个聊天中没有任务 {id}。/tasks 会列出所有任务。",
+    "task_ended": "任务 {id} 已经结束：{status}。",
+    "task_cancelled": "已取消任务 {id}（{goal}）。已完成的部分会保留。",
+}
