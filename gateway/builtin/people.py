@@ -24,6 +24,7 @@ from tether.gateway.handler.context import Context, turn_of
 from tether.gateway.handler.routing import Router
 from tether.memory.people import CODE_TTL_S
 from tether.memory.sql.store import SqlStore
+from tether.messages import say
 
 #: The code's letters (no 0/O, 1/I) and length: 32**8, about 40 bits, for ten minutes.
 _ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -32,10 +33,6 @@ _LENGTH = 8
 _FIRST_PERSON = re.compile(
     r"(?i)(?<![\w'])(i|i'm|im|i've|i'd|i'll|me|my|mine|myself|ich|mein|meine|mich|mir|je|j'|moi|"
     r"mon|ma|mes|yo|mi|mis)(?![\w'])|[我俺私]"
-)
-DM_ONLY = (
-    "Linking works in a direct message only: write /link to me privately. "
-    "A code shown here could be used by anyone who reads it."
 )
 
 
@@ -68,10 +65,10 @@ def people_router() -> Router:
     async def link(ctx: Context) -> None:
         writer = ctx.memory.writer
         if writer is None:
-            await ctx.reply("Only a person can link accounts.")
+            await ctx.reply(say(ctx.event, "link_person_only"))
             return
         if ctx.event.conversation.chat_type != "dm":
-            await ctx.reply(DM_ONLY)
+            await ctx.reply(say(ctx.event, "link_dm_only"))
             return
         store = turn_of(ctx).store
         given = _normal(ctx.event.args)
@@ -84,11 +81,7 @@ def people_router() -> Router:
 
             code = await ctx.step("people.code", issue)
             minutes = int(CODE_TTL_S // 60)
-            await ctx.reply(
-                f"To link another account to this one, send this to me from it (in a direct "
-                f"message) within {minutes} minutes:\n\n/link {_shown(code)}\n\n"
-                "What you told me about yourself is then known in both; /unlink undoes it."
-            )
+            await ctx.reply(say(ctx.event, "link_code", minutes=minutes, code=_shown(code)))
             return
 
         async def claim() -> list[str]:
@@ -100,20 +93,20 @@ def people_router() -> Router:
         if outcome == "linked":
             ctx.log.info("people.linked", identity=writer, issuer=issuer)
             others = ", ".join(i for i in linked if i != writer) or issuer
-            await ctx.reply(f"Linked: you are also {others} to me now. /unlink undoes it.")
+            await ctx.reply(say(ctx.event, "linked", others=others))
         elif outcome == "self":
-            await ctx.reply("That code is for another account: send it from there, not here.")
+            await ctx.reply(say(ctx.event, "link_code_self"))
         else:
             ctx.log.info("people.code_refused", identity=writer)
             known = ", ".join(i for i in linked if i != writer)
-            also = f" You are linked with {known}." if known else ""
-            await ctx.reply(f"That code is unknown, used or expired. /link makes a new one.{also}")
+            also = say(ctx.event, "linked_with", known=known) if known else ""
+            await ctx.reply(say(ctx.event, "link_code_refused") + also)
 
     @router.command("unlink")
     async def unlink(ctx: Context) -> None:
         writer = ctx.memory.writer
         if writer is None:
-            await ctx.reply("Only a person can unlink accounts.")
+            await ctx.reply(say(ctx.event, "unlink_person_only"))
             return
         store = turn_of(ctx).store
 
@@ -122,32 +115,22 @@ def people_router() -> Router:
 
         if await ctx.step("people.unlink", leave):
             ctx.log.info("people.unlinked", identity=writer)
-            await ctx.reply(
-                "Unlinked: this account is on its own again. What you told me about yourself "
-                "here stays with this account."
-            )
+            await ctx.reply(say(ctx.event, "unlinked"))
         else:
-            await ctx.reply("This account is not linked to another. /link links one.")
+            await ctx.reply(say(ctx.event, "not_linked"))
 
     @router.command("forgetme")
     async def forgetme(ctx: Context) -> None:
         writer = ctx.memory.writer
         if writer is None:
-            await ctx.reply("Only a person can be forgotten.")
+            await ctx.reply(say(ctx.event, "forget_person_only"))
             return
         store = turn_of(ctx).store
         if not isinstance(store, SqlStore):
-            await ctx.reply(
-                "I keep nothing of you across a restart here: there is nothing to erase."
-            )
+            await ctx.reply(say(ctx.event, "forget_nothing_kept"))
             return
         if ctx.event.args.strip().lower() != "yes":
-            await ctx.reply(
-                "This erases everything I keep of you, on every account you linked: your "
-                "messages and my replies, your DMs, what you told me about yourself, your "
-                "reminders and files. It cannot be undone, and you may have to ask for "
-                "access again. Send /forgetme yes to erase."
-            )
+            await ctx.reply(say(ctx.event, "forget_confirm"))
             return
 
         async def erase() -> dict[str, int]:
@@ -156,9 +139,6 @@ def people_router() -> Router:
 
         rows = await ctx.step("people.erase", erase)
         ctx.log.info("people.erased", tables=len(rows), rows=sum(rows.values()))
-        await ctx.reply(
-            f"Done: I erased {sum(rows.values())} records of you. Anything you write from "
-            "now on is new to me."
-        )
+        await ctx.reply(say(ctx.event, "person_forgotten", count=sum(rows.values())))
 
     return router

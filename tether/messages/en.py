@@ -52,6 +52,30 @@ EN: dict[str, str] = {
     "forgotten": "Forgotten:\n{facts}",
     "search_what": "What should I look for? /search WORDS",
     "nothing_found": "Nothing found for {query!r}.",
+    # /link, /unlink, /forgetme
+    "link_person_only": "Only a person can link accounts.",
+    "link_dm_only": "Linking works in a direct message only: write /link to me privately."
+    " A code shown here could be used by anyone who reads it.",
+    "link_code": "To link another account to this one, send this to me from it (in a direct"
+    " message) within {minutes} minutes:\n\n/link {code}\n\n"
+    "What you told me about yourself is then known in both; /unlink undoes it.",
+    "linked": "Linked: you are also {others} to me now. /unlink undoes it.",
+    "link_code_self": "That code is for another account: send it from there, not here.",
+    "link_code_refused": "That code is unknown, used or expired. /link makes a new one.",
+    "linked_with": " You are linked with {known}.",
+    "unlink_person_only": "Only a person can unlink accounts.",
+    "unlinked": "Unlinked: this account is on its own again. What you told me about yourself"
+    " here stays with this account.",
+    "not_linked": "This account is not linked to another. /link links one.",
+    "forget_person_only": "Only a person can be forgotten.",
+    "forget_nothing_kept": "I keep nothing of you across a restart here:"
+    " there is nothing to erase.",
+    "forget_confirm": "This erases everything I keep of you, on every account you linked:"
+    " your messages and my replies, your DMs, what you told me about yourself, your"
+    " reminders and files. It cannot be undone, and you may have to ask for access again."
+    " Send /forgetme yes to erase.",
+    "person_forgotten": "Done: I erased {count} records of you. Anything you write from now"
+    " on is new to me.",
     # background tasks
     "nothing_to_cancel": "There is no question waiting for your answer here,"
     " and no task is running.",

@@ -46,6 +46,27 @@ ZH: dict[str, str] = {
     "forgotten": "已忘记：\n{facts}",
     "search_what": "要我找什么？/search 关键词",
     "nothing_found": "没有找到与 {query!r} 相关的内容。",
+    "link_person_only": "只有真人用户才能关联账号。",
+    "link_dm_only": "关联账号只能在私聊中进行：请私信我发送 /link。"
+    "在这里显示的代码，任何看到它的人都能使用。",
+    "link_code": "要把另一个账号关联到这个账号，请在 {minutes} 分钟内用那个账号"
+    "（在私聊中）把下面这条消息发给我：\n\n/link {code}\n\n"
+    "之后，你告诉过我的关于你自己的信息在两个账号中都会用到；/unlink 可以撤销。",
+    "linked": "已关联：现在对我来说你也是 {others}。/unlink 可以撤销。",
+    "link_code_self": "这个代码是给另一个账号用的：请从那个账号发送，而不是在这里。",
+    "link_code_refused": "这个代码无效、已被使用或已过期。/link 会生成一个新的。",
+    "linked_with": "你已与 {known} 关联。",
+    "unlink_person_only": "只有真人用户才能取消关联账号。",
+    "unlinked": "已取消关联：这个账号重新独立了。"
+    "你在这里告诉我的关于你自己的信息会留在这个账号中。",
+    "not_linked": "这个账号没有关联其他账号。/link 可以关联一个。",
+    "forget_person_only": "只有真人用户才能被遗忘。",
+    "forget_nothing_kept": "这里重启后我不会保留任何关于你的信息：没有需要删除的内容。",
+    "forget_confirm": "这会删除我保存的关于你的一切，包括你关联的每个账号：你的消息和我的回复、"
+    "你的私聊、你告诉我的关于你自己的信息、你的提醒和文件。此操作无法撤销，"
+    "之后你可能需要重新申请使用权限。发送 /forgetme yes 确认删除。",
+    "person_forgotten": "完成：我删除了关于你的 {count} 条记录。"
+    "从现在起你写的任何内容对我来说都是新的。",
     "nothing_to_cancel": "这里没有等待你回答的问题，也没有正在运行的任务。",
     "no_tasks": "这个聊天中没有后台任务。",
     "tasks": "任务：\n{tasks}",
