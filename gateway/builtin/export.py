@@ -25,11 +25,7 @@ from tether.gateway.handler.routing import Router
 from tether.memory.blobs import MAX_BLOB_BYTES
 from tether.memory.people.archive import bundle, safe_name
 from tether.memory.people.export import EXPORT_PREFIX, Subject, exportable, read_export
-
-DM_ONLY = (
-    "Your export holds your direct messages too, so I send it in a direct message only: "
-    "write /export to me privately."
-)
+from tether.messages import say
 
 
 def sends_documents(adapter: Adapter | None) -> bool:
@@ -53,21 +49,21 @@ def export_router() -> Router:
     async def export(ctx: Context) -> None:
         writer = ctx.memory.writer
         if writer is None:
-            await ctx.reply("Only a person has data to export.")
+            await ctx.reply(say(ctx.event, "export_person_only"))
             return
         if ctx.event.conversation.chat_type != "dm":
-            await ctx.reply(DM_ONLY)
+            await ctx.reply(say(ctx.event, "export_dm_only"))
             return
         turn = turn_of(ctx)
         store = exportable(turn.store)
         adapter = turn.adapters.get(ctx.event.platform)
         if store is None:
-            await ctx.reply("This bot's store cannot make an export.")
+            await ctx.reply(say(ctx.event, "export_unsupported"))
             return
         if not sends_documents(adapter):
+            platform = ctx.event.platform
             await ctx.reply(
-                f"I cannot send a document on {ctx.event.platform}. Ask the bot's operator "
-                f"for your export: tether export {writer}"
+                say(ctx.event, "export_no_documents", platform=platform, identity=writer)
             )
             return
         assert adapter is not None
@@ -85,15 +81,19 @@ def export_router() -> Router:
         built = await ctx.step("export.build", build)
         size, counts = int(built["size"]), dict(built["counts"])
         if "blob" not in built:
-            await ctx.reply(
-                f"Your export is {_megabytes(size)}, more than I can send on "
-                f"{ctx.event.platform} ({_megabytes(cap)}). Ask the bot's operator for it: "
-                f"tether export {writer}"
+            too_big = say(
+                ctx.event,
+                "export_too_big",
+                size=_megabytes(size),
+                platform=ctx.event.platform,
+                limit=_megabytes(cap),
+                identity=writer,
             )
+            await ctx.reply(too_big)
             return
         data = await store.blob(str(built["blob"]))
         if data is None:  # erased between the runs (/forgetme): nothing is left to send
-            await ctx.reply("Your data was erased: there is nothing to export any more.")
+            await ctx.reply(say(ctx.event, "export_erased"))
             return
         stamp = time.strftime("%Y%m%d", time.gmtime(ctx.event.timestamp.timestamp()))
         name = f"{EXPORT_PREFIX}{safe_name(writer)}-{stamp}.zip"

@@ -76,6 +76,16 @@ EN: dict[str, str] = {
     " Send /forgetme yes to erase.",
     "person_forgotten": "Done: I erased {count} records of you. Anything you write from now"
     " on is new to me.",
+    # /export
+    "export_person_only": "Only a person has data to export.",
+    "export_dm_only": "Your export holds your direct messages too, so I send it in a direct"
+    " message only: write /export to me privately.",
+    "export_unsupported": "This bot's store cannot make an export.",
+    "export_no_documents": "I cannot send a document on {platform}. Ask the bot's operator"
+    " for your export: tether export {identity}",
+    "export_too_big": "Your export is {size}, more than I can send on {platform} ({limit})."
+    " Ask the bot's operator for it: tether export {identity}",
+    "export_erased": "Your data was erased: there is nothing to export any more.",
     # background tasks
     "nothing_to_cancel": "There is no question waiting for your answer here,"
     " and no task is running.",

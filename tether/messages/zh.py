@@ -67,6 +67,14 @@ ZH: dict[str, str] = {
     "之后你可能需要重新申请使用权限。发送 /forgetme yes 确认删除。",
     "person_forgotten": "完成：我删除了关于你的 {count} 条记录。"
     "从现在起你写的任何内容对我来说都是新的。",
+    "export_person_only": "只有真人用户才有可导出的数据。",
+    "export_dm_only": "你的导出包含你的私聊内容，所以我只在私聊中发送：请私信我发送 /export。",
+    "export_unsupported": "这个机器人的存储无法生成导出。",
+    "export_no_documents": "我无法在 {platform} 上发送文件。"
+    "请向机器人的运营者索取你的导出：tether export {identity}",
+    "export_too_big": "你的导出有 {size}，超过了我在 {platform} 上能发送的大小（{limit}）。"
+    "请向机器人的运营者索取：tether export {identity}",
+    "export_erased": "你的数据已被删除：没有可导出的内容了。",
     "nothing_to_cancel": "这里没有等待你回答的问题，也没有正在运行的任务。",
     "no_tasks": "这个聊天中没有后台任务。",
     "tasks": "任务：\n{tasks}",
