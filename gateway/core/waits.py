@@ -41,21 +41,13 @@ from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Route
 from tether.memory.records import InboxRow
 from tether.memory.waits import EXPIRY, Board, Wait, WaitStatus, WaitStore
+from tether.messages import say
 
 log = structlog.get_logger("tether.waits")
 
 #: How often open waits are checked for a passed deadline (and at start).
 _POLL = 1.0
 CANCEL = "cancel"
-CANCELLED = "Cancelled: I am no longer waiting for an answer to “{question}”."
-NOTHING_TO_CANCEL = "There is no question waiting for your answer here."
-GONE = "This question is no longer open."
-ENDED = {
-    "answered": "This was answered already{by}.",
-    "expired": "This question expired; nothing was done.",
-    "cancelled": "This question was cancelled; nothing was done.",
-}
-NOT_YOURS = "This question is for someone else to answer."
 
 #: May this press's sender decide this approval? (``gateway/tools/approvals.py``)
 Decider = Callable[[Wait, Event], Awaitable[bool]]
@@ -146,7 +138,8 @@ class Waits:
             # as it ended and its turn runs from the store; only a /cancel's notice,
             # never committed, is said again.
             if event.kind is Kind.COMMAND:
-                await ctx.reply(CANCELLED.format(question=_short(ended[-1].question)), quote=False)
+                question = _short(ended[-1].question)
+                await ctx.reply(say(event, "question_cancelled", question=question), quote=False)
         elif event.kind is Kind.CALLBACK:
             await self._pressed(ctx)
         elif event.kind is Kind.COMMAND:
@@ -197,7 +190,7 @@ class Waits:
         token, choice = parsed
         wait = await self.store.wait_by_token(token)
         if wait is None:
-            await ctx.reply(GONE, quote=False)
+            await ctx.reply(say(ctx.event, "question_gone"), quote=False)
             return
         if wait.status != "open":
             if wait.answered_by == event.key:  # this very press, run again after a crash
@@ -206,18 +199,18 @@ class Waits:
                 if again is not None:  # its notice was never committed: said now
                     await ctx.reply(again[1], quote=False)
                 return
-            await ctx.reply(_ended(wait), quote=False)
+            await ctx.reply(_ended(ctx.event, wait), quote=False)
             return
         if wait.kind == "approval":
             await self._decided(ctx, wait, choice)
             return
         if wait.sender is not None and _who(event) != wait.sender:
-            await ctx.reply(NOT_YOURS, quote=False)
+            await ctx.reply(say(ctx.event, "question_not_yours"), quote=False)
             return
         choices = wait.detail.get("choices") or []
         index = int(choice) if choice.isdigit() else -1
         if not 0 <= index < len(choices):
-            await ctx.reply(GONE, quote=False)
+            await ctx.reply(say(ctx.event, "question_gone"), quote=False)
             return
         text, data = choices[index]
         sender = event.sender
@@ -231,16 +224,16 @@ class Waits:
         if not await self.end(wait, "answered", answer.to_json(), event.key):
             found = await self.store.wait(wait.id)
             if found is not None and found.answered_by != event.key:
-                await ctx.reply(_ended(found), quote=False)
+                await ctx.reply(_ended(ctx.event, found), quote=False)
 
     async def _decided(self, ctx: Context, wait: Wait, choice: str) -> None:
         event = ctx.event
         if self.may_decide is None or self.decision is None:
-            await ctx.reply(GONE, quote=False)
+            await ctx.reply(say(ctx.event, "question_gone"), quote=False)
             return
         outcome = self.decision(wait, event, choice)
         if outcome is None:
-            await ctx.reply(GONE, quote=False)
+            await ctx.reply(say(ctx.event, "question_gone"), quote=False)
             return
         answer, notice = outcome
         if not await self.may_decide(wait, event):
@@ -269,16 +262,17 @@ class Waits:
         if found is not None and found.answered_by == event.key:
             await ctx.reply(notice, quote=False)  # this very press, run again
         elif found is not None:
-            await ctx.reply(_ended(found), quote=False)
+            await ctx.reply(_ended(ctx.event, found), quote=False)
 
     async def _cancel(self, ctx: Context) -> None:
         waits = self.board.of(ctx.conversation)  # a question, or a tool call's approval
         if not waits:
-            await ctx.reply(NOTHING_TO_CANCEL, quote=False)
+            await ctx.reply(say(ctx.event, "no_question"), quote=False)
             return
         wait = waits[-1]
         await self.end(wait, "cancelled", None, ctx.event.key)
-        await ctx.reply(CANCELLED.format(question=_short(wait.question)), quote=False)
+        question = _short(wait.question)
+        await ctx.reply(say(ctx.event, "question_cancelled", question=question), quote=False)
 
     # -- the deadline -------------------------------------------------------------------
 
@@ -360,15 +354,17 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _ended(wait: Wait) -> str:
+def _ended(event: Event, wait: Wait) -> str:
+    """What a late answer or press hears about the question ``wait`` (in its language)."""
     if wait.status == "answered":
         answer = wait.answer or {}
         name = answer.get("name") or answer.get("sender")
+        key = "question_answered"
         if wait.kind == "approval":
-            decision = "approved" if answer.get("decision") == "approved" else "denied"
-            return f"This was {decision} already" + (f" by {name}." if name else ".")
-        return ENDED["answered"].format(by=f" by {name}" if name else "")
-    return ENDED.get(wait.status, GONE)
+            key = "approved_already" if answer.get("decision") == "approved" else "denied_already"
+        return say(event, f"{key}_by", name=name) if name else say(event, key)
+    status = {"expired": "question_expired", "cancelled": "question_was_cancelled"}
+    return say(event, status.get(wait.status, "question_gone"))
 
 
 def _approvers(wait: Wait) -> str:

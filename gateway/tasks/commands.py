@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from tether.gateway.core.waits import NOTHING_TO_CANCEL
 from tether.gateway.handler.context import turn_of
 from tether.gateway.handler.routing import Router
 from tether.gateway.tasks.spec import short
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from tether.gateway.handler.context import Context
 
 LISTED = 10
-NOTHING = NOTHING_TO_CANCEL.rstrip(".") + ", and no task is running."
 
 
 def task_commands() -> Router:

@@ -17,6 +17,19 @@ EN: dict[str, str] = {
     "stopped_answer": "Stopped the running answer.",
     "stopped_waiting": "Stopped the answer that was waiting to be tried again.",
     "nothing_running": "Nothing is running.",
+    # questions asked with ctx.ask, and approvals
+    "question_cancelled": "Cancelled: I am no longer waiting for an answer to “{question}”.",
+    "no_question": "There is no question waiting for your answer here.",
+    "question_gone": "This question is no longer open.",
+    "question_answered": "This was answered already.",
+    "question_answered_by": "This was answered already by {name}.",
+    "question_expired": "This question expired; nothing was done.",
+    "question_was_cancelled": "This question was cancelled; nothing was done.",
+    "question_not_yours": "This question is for someone else to answer.",
+    "approved_already": "This was approved already.",
+    "approved_already_by": "This was approved already by {name}.",
+    "denied_already": "This was denied already.",
+    "denied_already_by": "This was denied already by {name}.",
     # access
     "admins_only": "Only the bot's admins can do that.",
     "access_hint": "I only answer people the bot's owner let in."
