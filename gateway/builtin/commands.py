@@ -20,31 +20,18 @@ from tether.gateway.handler import recall
 from tether.gateway.handler.context import Context
 from tether.gateway.handler.routing import Route, Router
 from tether.memory.records import Fact, Usage
-from tether.messages import say
+from tether.messages import SHIPPED, say
 
 #: Is this event's sender an admin? (``/help`` lists admin-only commands to admins only.)
 IsAdmin = Callable[[Event], Awaitable[bool]]
 
-#: What ``/help`` says about each built-in command.
-DESCRIPTIONS = {
-    "start": "a greeting and this list",
-    "help": "this list",
-    "reset": "start a fresh context (the old conversation is archived, not deleted)",
-    "new": "the same as /reset",
-    "persona": 'show or set who I am in this chat ([text]); "/persona reset" restores it',
-    "remember": "save a fact I keep in mind (TEXT); about you, it follows you to every chat",
-    "facts": "list the facts I keep in mind here (saved or learned by reflection)",
-    "forget": "list saved facts, or forget one ([N | text | all])",
-    "usage": "tokens and cost spent in this chat",
-    "search": "find past messages of this chat by words (TEXT)",
-    "link": "link your account on another platform to this one ([CODE])",
-    "unlink": "undo /link for this account",
-    "forgetme": "erase everything I keep of you (asks to confirm)",
-    "export": "everything I keep of you, as a file (in a direct message)",
-    "stop": "stop the answer I am working on now",
-    "whoami": "your user and chat ids (for access.allow)",
-    "approve": "let in the person who asked for access with CODE (admins)",
-}
+#: The built-in commands ``/help`` describes from the catalogue (``command_<name>``).
+BUILT_IN = (
+    "start", "help", "reset", "new", "persona", "remember", "facts", "forget", "usage",
+    "search", "link", "unlink", "forgetme", "export", "stop", "whoami", "approve",
+)  # fmt: skip
+#: What ``/help`` says about each built-in command, in English (the command menu's words).
+DESCRIPTIONS = {name: SHIPPED["en"][f"command_{name}"] for name in BUILT_IN}
 #: The access commands and ``/stop`` (gateway/core/stop.py), included ahead of every router:
 #: (name, admin only).
 ACCESS_COMMANDS = (("whoami", False), ("approve", True), ("stop", False))
@@ -63,17 +50,18 @@ def help_text(settings: Settings, listing: Router, admin: bool, event: Event | N
         if name in seen or (only and not admin):
             continue
         seen.add(name)
-        lines.append(f"/{name} - {_describe(name, routes.get(name))}")
+        lines.append(f"/{name} - {_describe(name, routes.get(name), event)}")
     intro = say(event, _INTROS[settings.agent.handler])
     return f"{intro}\n" + "\n".join(lines)
 
 
-def _describe(name: str, route: Route | None) -> str:
-    """A plugin's command is described by its handler's docstring, a built-in by ours."""
+def _describe(name: str, route: Route | None, event: Event | None) -> str:
+    """A plugin's command is described by its handler's docstring, a built-in by ours
+    (in the chat's language)."""
     doc = (route.handler.__doc__ or "").strip() if route else ""
     if route and doc and name not in DESCRIPTIONS:
         return doc.splitlines()[0]
-    return DESCRIPTIONS.get(name, "")
+    return say(event, f"command_{name}") if name in DESCRIPTIONS else ""
 
 
 def commands_router(settings: Settings, listing: Router, is_admin: IsAdmin | None) -> Router:

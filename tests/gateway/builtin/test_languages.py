@@ -70,7 +70,8 @@ async def test_a_chinese_chat_gets_chinese_fixed_messages_and_an_english_one_eng
         english = await answers(telegram, 502, len(COMMANDS))
         plain_zh = await answers(telegram, 503, len(COMMANDS))
     assert chinese[0] == zh["unknown_command"].format(command="nosuch")
-    assert chinese[1].startswith(zh["help_llm"] + "\n/whoami - ")
+    assert chinese[1].startswith(f"{zh['help_llm']}\n/whoami - {zh['command_whoami']}\n")
+    assert f"\n/help - {zh['command_help']}\n" in chinese[1]
     assert chinese[2] == zh["admins_only"]
     assert chinese[3] == zh["dead_notice"]
     assert plain_zh == chinese
@@ -80,7 +81,8 @@ async def test_a_chinese_chat_gets_chinese_fixed_messages_and_an_english_one_eng
         "Only the bot's admins can do that.",
         "Sorry, something went wrong and I could not answer this. Try again later.",
     ]
-    assert english[1].startswith("Just write to chat with me. Commands:\n/whoami - ")
+    assert english[1].startswith("Just write to chat with me. Commands:\n/whoami - your user")
+    assert "\n/help - this list\n" in english[1]
     assert model.requests == []  # all fixed messages: the model was never asked
 
 
