@@ -135,3 +135,12 @@ def test_any_override_text_loads_or_is_refused_by_name(text: str) -> None:
         assert "messages.zh.unknown_command" in str(exc)
     else:
         assert settings.messages.catalogue().text("zh", "unknown_command", command="c")
+
+
+def test_the_config_defaults_of_the_notices_are_the_catalogues_english() -> None:
+    """``pipeline.dead_notice`` and ``llm.busy_notice`` left at their default are said in
+    the chat's language: that default must be the catalogue's English text, word for word."""
+    from tether.config.schema import LLMConfig, PipelineConfig
+
+    assert PipelineConfig().dead_notice == SHIPPED["en"]["dead_notice"]
+    assert LLMConfig.model_fields["busy_notice"].default == SHIPPED["en"]["busy_notice"]
