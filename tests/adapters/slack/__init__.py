@@ -1,0 +1,1 @@
+"""Slack: the pure normalizer over Slack's documented payload shapes (the adapter is in progress)."""
