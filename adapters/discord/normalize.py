@@ -331,7 +331,7 @@ def _interaction(data: Mapping[str, Any], deferred: bool) -> Event | Dropped:
     if data.get("type") != 2:
         return Dropped(SKIPPED, f"unsupported interaction type {data.get('type')!r}")
     command = read.mapping(data.get("data"), "data")
-    name = read.text(command.get("name"), "data.name").lower()  # a menu command's "args"
+    name = read.nonempty(command.get("name"), "data.name").lower()
     question = _option(command, "question") if name == "ask" else _option(command, "args", "")
     conversation, sender, meta = interaction_origin(data, interaction_id)
     created = read.created(interaction_id)

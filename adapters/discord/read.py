@@ -89,6 +89,13 @@ def text(value: Any, where: str) -> str:
     return value
 
 
+def nonempty(value: Any, where: str) -> str:
+    """A string that must say something: a command without a name is no command."""
+    if not (found := text(value, where)):
+        raise Malformed(f"{where}: empty")
+    return found
+
+
 def optional_text(value: Any, where: str) -> str | None:
     return None if value is None else text(value, where)
 

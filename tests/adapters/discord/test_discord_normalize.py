@@ -608,6 +608,8 @@ def test_ask_names_its_chat_by_the_payloads_channel_id_whatever_the_channel_obje
             "malformed: data.options: no 'question'",
         ),
         ({"data": None}, "malformed: data: expected an object, got nothing"),
+        ({"data": {"type": 1, "options": []}}, "malformed: data.name: empty"),
+        ({"data": {"name": "", "type": 1}}, "malformed: data.name: empty"),
         ({"member": None}, "malformed: user: expected an object, got nothing"),
         ({"id": "x"}, "malformed: id: expected an id, got str 'x'"),
     ],
