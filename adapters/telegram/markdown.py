@@ -64,7 +64,7 @@ def to_markdown_v2(text: str) -> str:
     plain, entities = _convert(text)
     if not plain.strip():
         return _RESERVED.sub(r"\\\1", text)
-    return telegramify_markdown.entities_to_markdownv2(plain, _unnested(entities))
+    return telegramify_markdown.entities_to_markdownv2(plain, _uncrossed(_unnested(entities)))
 
 
 def _unnested(entities: list[MessageEntity]) -> list[MessageEntity]:
@@ -79,6 +79,25 @@ def _unnested(entities: list[MessageEntity]) -> list[MessageEntity]:
             and end <= other.offset + other.length
             and (other.offset, -other.length, seen) < (entity.offset, -entity.length, index)
             for seen, other in enumerate(entities)
+        ):
+            kept.append(entity)
+    return kept
+
+
+def _uncrossed(entities: list[MessageEntity]) -> list[MessageEntity]:
+    """Without an entity that crosses one kept before it (``*0||0*0||``: italic over
+    ``0|0``, a spoiler over ``0*0``): MarkdownV2 marks only nest, so the two written
+    out would leave one unclosed and Telegram would refuse the message. The first
+    stays; the other's text is still shown, only unmarked."""
+    kept: list[MessageEntity] = []
+    for entity in entities:
+        start, end = entity.offset, entity.offset + entity.length
+        if all(
+            end <= other.offset
+            or other.offset + other.length <= start
+            or (other.offset <= start and end <= other.offset + other.length)
+            or (start <= other.offset and other.offset + other.length <= end)
+            for other in kept
         ):
             kept.append(entity)
     return kept
