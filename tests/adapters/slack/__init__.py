@@ -1,1 +1,1 @@
-"""Slack: the pure normalizer over Slack's documented payload shapes (the adapter is in progress)."""
+"""Slack: the pure normalizer over Slack's documented payload shapes (adapter in progress)."""
