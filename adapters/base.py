@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.errors import DownloadError, SendFatal
 from tether.events import Attachment, Event, OutMessage, Target
@@ -76,6 +76,9 @@ class Adapter(abc.ABC):
     can_edit: bool = False
     edit_interval: float = 1.0
     edit_limit: int | None = None
+    #: What ``ctx.delete``/``react``/``pin``/``answer`` may ask of this platform (their
+    #: names: ``delete``, ``react``, ``pin``, ``answer``); ``ctx.edit`` needs :attr:`can_edit`.
+    actions: frozenset[str] = frozenset()
     #: Longest caption a file may carry (None: no limit; 0: none, the text goes alone),
     #: and which kinds of file may share one message (up to 10), see ``gateway/core/media.py``.
     caption_limit: int | None = None
@@ -96,6 +99,29 @@ class Adapter(abc.ABC):
         """Replace the text of sent message ``platform_id`` with ``message``'s; the same
         ``Send*`` errors as :meth:`send` (an edit is idempotent: retrying is always safe)."""
         raise SendFatal(f"{self.platform or 'this platform'} cannot edit messages")
+
+    async def delete(self, target: Target, message_id: str) -> None:
+        """Delete message ``message_id`` (``ctx.delete``); one already gone counts as
+        deleted, so a retry after a timeout ends well. ``Send*`` errors as :meth:`send`."""
+        raise SendFatal(f"{self.platform or 'this platform'} cannot delete messages")
+
+    async def react(self, target: Target, message_id: str, emoji: str) -> None:
+        """Put the bot's reaction ``emoji`` on message ``message_id`` (``ctx.react``)."""
+        raise SendFatal(f"{self.platform or 'this platform'} cannot react to messages")
+
+    async def pin(self, target: Target, message_id: str, *, pinned: bool) -> None:
+        """Pin message ``message_id`` in its chat, or unpin it (``ctx.pin``)."""
+        raise SendFatal(f"{self.platform or 'this platform'} cannot pin messages")
+
+    async def answer(self, message: OutMessage, press: Mapping[str, Any], alert: bool) -> Sent:
+        """Answer a button press with ``message.text`` as a toast, or a dialog when
+        ``alert`` (``ctx.answer``); ``press`` is the press event's ``meta``. A press the
+        platform no longer takes an answer for raises :class:`SendFatal`."""
+        raise SendFatal(f"{self.platform or 'this platform'} cannot answer button presses")
+
+    def claim_press(self, event: Event) -> None:  # noqa: B027 - optional hook
+        """The handler of press ``event`` answers it (``ctx.answer``): where the adapter
+        answers presses itself after a grace (Telegram), it leaves this one alone."""
 
     def account_key(self, key: str) -> str | None:
         """``key``, one of this adapter's event keys, as this account's own: where two of

@@ -13,7 +13,8 @@ handlers through the real pipeline and store without a chat platform
 Besides text it makes what a person does on a real platform: a button press
 (:meth:`LoopbackAdapter.press`) and a file sent (:meth:`LoopbackAdapter.attach`, whose
 bytes ``ctx.download`` then gets); it records files and edits sent back
-(``Delivery.files``, ``edited``). Failures can be scripted with :meth:`fail_next`, to
+(``Delivery.files``, ``edited``) and the actions done (``acted``: deletions, reactions,
+pins, press answers). Failures can be scripted with :meth:`fail_next`, to
 exercise the outbox's retry paths.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,8 +55,22 @@ class Delivery:
     files: tuple[Upload, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Acted:
+    """One ``ctx.delete``/``react``/``pin``/``answer`` as the platform got it."""
+
+    #: ``delete``, ``react``, ``pin``, ``unpin`` or ``answer``.
+    do: str
+    #: The message acted on (empty for an answer: the press is the event's).
+    message_id: str = ""
+    #: The reaction's emoji, or the answer's text.
+    detail: str = ""
+    alert: bool = False
+
+
 class LoopbackAdapter(Adapter):
     platform = "loopback"
+    actions = frozenset({"delete", "react", "pin", "answer"})
 
     def __init__(
         self,
@@ -72,6 +87,8 @@ class LoopbackAdapter(Adapter):
         self.can_edit = edits or type(self).can_edit
         #: Each edit: the message's platform id and the text it was given, in order.
         self.edited: list[tuple[str, OutMessage]] = []
+        #: Each action done, in order (:class:`Acted`).
+        self.acted: list[Acted] = []
         #: Inbound files by ``file_id``, what ``download`` answers (see :meth:`attach`).
         self.files: dict[str, bytes] = {}
         self._limits = limits or []
@@ -185,6 +202,32 @@ class LoopbackAdapter(Adapter):
             self.edited.append((platform_id, message))
             self._changed.notify_all()
         return Sent(platform_id=platform_id)
+
+    async def delete(self, target: Target, message_id: str) -> None:
+        await self._act(Acted("delete", message_id))
+
+    async def react(self, target: Target, message_id: str, emoji: str) -> None:
+        await self._act(Acted("react", message_id, emoji))
+
+    async def pin(self, target: Target, message_id: str, *, pinned: bool) -> None:
+        await self._act(Acted("pin" if pinned else "unpin", message_id))
+
+    async def answer(self, message: OutMessage, press: Mapping[str, Any], alert: bool) -> Sent:
+        await self._act(Acted("answer", "", message.text, alert))
+        return Sent()
+
+    async def _act(self, acted: Acted) -> None:
+        if self._failures:
+            raise self._failures.popleft()
+        async with self._changed:
+            self.acted.append(acted)
+            self._changed.notify_all()
+
+    async def wait_for_acted(self, count: int, timeout: float = 10.0) -> list[Acted]:
+        """Wait until at least ``count`` actions were done; raise on timeout."""
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(lambda: len(self.acted) >= count)
+        return list(self.acted)
 
     async def _deliver(self, message: OutMessage, files: tuple[Upload, ...]) -> Sent:
         self.attempts.append(message)

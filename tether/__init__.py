@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.buttons import Button
 from tether.errors import (
+    ActionUnsupported,
     BudgetExceeded,
     ButtonError,
     ConfigError,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from tether.gateway.handler.routing import Handler, Middleware, NextHandler, Router
 
 __all__ = [
+    "ActionUnsupported",
     "Answer",
     "Attachment",
     "BudgetExceeded",

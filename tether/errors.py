@@ -36,7 +36,8 @@ handler, the tool, the adapter or the config::
     │   ├── SendAmbiguous          may have been delivered (a timeout after the request)
     │   └── SendFatal              will never succeed as it is
     └── ValueError
-        └── ButtonError            a keyboard no platform would take (at ctx.reply)
+        ├── ButtonError            a keyboard no platform would take (at ctx.reply)
+        └── ActionUnsupported      ctx.edit/delete/react/pin/answer the platform lacks
 
 Internal errors stay beside the code that raises and catches them (``KeyProblem`` and
 ``Unavailable`` in ``gateway/llm/``, ``Malformed`` in ``adapters/untrusted.py``,
@@ -174,3 +175,8 @@ class SendFatal(SendError):
 
 class ButtonError(ValueError):
     """A keyboard no platform would take, said with the button and the rule it breaks."""
+
+
+class ActionUnsupported(ValueError):
+    """``ctx.edit``/``delete``/``react``/``pin``/``answer`` asked of a platform (or an
+    event) that has no such action, said when it is called, before anything is queued."""

@@ -21,6 +21,12 @@ SCHEMA_VERSION = 1
 #: ``Event.meta`` key: a dict that :meth:`Context.reply` copies into every reply's
 #: ``OutMessage.meta``, for what the adapter needs to answer this very event.
 REPLY_META = "reply_meta"
+#: ``OutMessage.meta`` key: the platform id of the bot's message this row edits instead
+#: of posting a new one (a streamed reply's preview, ``ctx.edit``: gateway/core/edits.py).
+EDIT_META = "edit_of"
+#: ``OutMessage.meta`` key: what this row does to a message already in the chat instead
+#: of sending one (``ctx.delete``/``react``/``pin``/``answer``): ``{"do": verb, ...}``.
+ACTION_META = "action"
 
 
 class Kind(StrEnum):

@@ -42,6 +42,7 @@ from tether.config.agents import AgentSpec
 from tether.config.schema import Settings
 from tether.events import Conversation, Event, Kind, Sender
 from tether.gateway.agent.accounts import AGENT, AGENT_EVENTS, AccountInbox, split_account
+from tether.gateway.core.edits import action_of
 from tether.gateway.core.inbox import Inbox
 from tether.keys import OutboxKey, room_key
 from tether.memory.records import OutboxRow
@@ -121,6 +122,8 @@ class Rooms:
         platform, speaker = split_account(message.target.platform)
         answered = OutboxKey.parse(row.key)
         if speaker is None or speaker not in self.agents or answered.dead:
+            return
+        if action_of(message) is not None:  # a deletion or a reaction says nothing to relay
             return
         source = await self.inbox.store.inbox_row(answered.event)
         if source is None:

@@ -49,8 +49,7 @@ from typing import TYPE_CHECKING, Any
 from tether import metrics
 from tether.adapters.base import Adapter
 from tether.errors import SendRetryable
-from tether.events import REPLY_META, OutMessage
-from tether.gateway.core.edits import EDIT_META
+from tether.events import EDIT_META, REPLY_META, OutMessage
 from tether.gateway.handler.context import turn_of
 from tether.keys import preview_key
 from tether.redaction import redactor

@@ -31,7 +31,14 @@ from tether.backoff import equal_jitter, full_jitter
 from tether.config.schema import OutboxConfig
 from tether.errors import SendAmbiguous, SendFatal, SendRetryable
 from tether.gateway.core import media
-from tether.gateway.core.edits import EDIT_REFUSED, deliver, edit_of, edit_refused, repeatable
+from tether.gateway.core.edits import (
+    EDIT_REFUSED,
+    action_of,
+    deliver,
+    edit_of,
+    edit_refused,
+    repeatable,
+)
 from tether.gateway.core.lanes import Lanes, SharedStore
 from tether.gateway.core.streaks import Streak
 from tether.limits import Buckets
@@ -175,13 +182,20 @@ class Outbox:
     async def _edit_refused(
         self, row: OutboxRow, exc: SendFatal, olog: structlog.typing.FilteringBoundLogger
     ) -> None:
-        """The message ``row`` edits is gone (or can no longer be edited): from now on the
-        row is a new message, and says so durably before that send (gateway/core/edits.py)."""
+        """The message ``row`` edits is gone (or can no longer be edited), or the press it
+        answers takes no answer: from now on the row is a new message, and says so durably
+        before that send (gateway/core/edits.py)."""
         note = f"{EDIT_REFUSED}: {_describe(exc)}"
         await self.store.mark_outbox(row.key, "sending", attempts=row.attempts, error=note)
         row.error = note
         metrics.OUTBOX.labels(row.platform, "edit_refused").inc()
-        olog.warning("outbox.edit_refused", edit_of=edit_of(row.message), error=_describe(exc))
+        action = action_of(row.message)
+        olog.warning(
+            "outbox.edit_refused",
+            edit_of=edit_of(row.message),
+            action=action["do"] if action else None,
+            error=_describe(exc),
+        )
 
     async def _retry(
         self,

@@ -25,6 +25,7 @@ from tether.errors import ButtonError, DownloadError, TaskRefused
 from tether.events import REPLY_META, Attachment, Event, OutMessage, Target
 from tether.gateway.handler import asking
 from tether.gateway.handler import files as outgoing
+from tether.gateway.handler.actions import Actions
 from tether.gateway.handler.asking import Answer, Asking
 from tether.gateway.handler.files import FileSpec
 from tether.gateway.handler.spawn import SpawnRequest
@@ -100,7 +101,7 @@ def use_llm(ctx: Context, llm: LLM | None) -> None:
     ctx.__dict__.pop("llm", None)
 
 
-class Context:
+class Context(Actions):
     """What a handler gets for one event: what happened, its memory, and the ways to act.
 
     A handler may run more than once for the same event (after a retry or a crash), so
@@ -118,6 +119,9 @@ class Context:
         platform's limit; ``send`` takes any enabled chat, e.g. ``"telegram:12345"``.
         Both take ``buttons=`` (rows of :class:`~tether.buttons.Button`; presses come
         back as callbacks for ``@router.callback``, docs/buttons.md).
+    ``ctx.edit(text)``, ``delete()``, ``react(emoji)``, ``pin()``, ``answer(text)``
+        Act on the pressed message (or the person's), through the outbox the same
+        way (:mod:`tether.gateway.handler.actions`).
     ``await ctx.step(name, fn)``
         Run ``fn`` (sync or async; JSON-serializable result) once per event: a re-run
         gets the stored result instead of calling it again. Wrap every costly or
@@ -232,9 +236,7 @@ class Context:
         the button and the limit, instead of failing later in the outbox."""
         if isinstance(target, str):
             target = Target.parse(target)
-        adapter = self._turn.adapters.get(target.platform)
-        if adapter is None:
-            raise ValueError(f"no enabled platform {target.platform!r} to send to")
+        adapter = self._adapter_for(target.platform)
         rows = keyboard(buttons)
         # Stored now, before the checkpoint commits the row naming them (gateway/core/media.py).
         stored = await outgoing.store_files(
@@ -259,6 +261,12 @@ class Context:
                 files=stored,
             )
         )
+
+    def _adapter_for(self, platform: str) -> Adapter:
+        adapter = self._turn.adapters.get(platform)
+        if adapter is None:
+            raise ValueError(f"no enabled platform {platform!r} to send to")
+        return adapter
 
     async def chat_data(self) -> dict[str, Any]:
         """This chat's handler state: a dict of JSON values to read and change; the keys

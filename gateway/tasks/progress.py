@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from tether.adapters.base import Adapter
-from tether.events import OutMessage, Target
-from tether.gateway.core.edits import EDIT_META
+from tether.events import EDIT_META, OutMessage, Target
 from tether.gateway.tasks.spec import TaskSpec, short
 from tether.gateway.tasks.start import STATUS_META
 from tether.memory.roles import OutboxStore

@@ -16,6 +16,7 @@ import tether.errors
 import tether.testing
 
 PUBLIC = [
+    "ActionUnsupported",
     "Answer",
     "Attachment",
     "BudgetExceeded",
@@ -50,6 +51,7 @@ PUBLIC = [
 ]
 
 TESTING = [
+    "Acted",
     "Bot",
     "Clock",
     "Delivery",

@@ -20,12 +20,13 @@ docs/handlers.md, "Testing", shows a whole test.
 
 from __future__ import annotations
 
-from tether.adapters.loopback import Delivery, LoopbackAdapter
+from tether.adapters.loopback import Acted, Delivery, LoopbackAdapter
 from tether.testing.bot import Bot, Clock, Reply
 from tether.testing.model import FakeModel, asks_for, scripted, tool_call
 from tether.testing.stream import Pacing
 
 __all__ = [
+    "Acted",
     "Bot",
     "Clock",
     "Delivery",

@@ -22,8 +22,7 @@ from tether.adapters.discord.send import send_nonce
 from tether.adapters.feishu.send import send_uuid
 from tether.adapters.loopback import LoopbackAdapter
 from tether.errors import SendAmbiguous, SendFatal, SendRetryable
-from tether.events import Conversation, Event, OutMessage
-from tether.gateway.core.edits import EDIT_META
+from tether.events import EDIT_META, Conversation, Event, OutMessage
 from tether.limits import Limit
 from tether.memory.sqlite import SqliteStore
 
