@@ -123,14 +123,21 @@ function chat() {
       let error = "not sent";
       try { error = (await response.json()).error || error; } catch (_error) { /* not JSON */ }
       savePending(pending().filter((item) => item.id !== message.id));
-      saveRefused([...refused(), { id: message.id, text: message.text, error }]);
+      const others = refused().filter((item) => item.id !== message.id);  // said once
+      saveRefused([...others, { id: message.id, text: message.text, error }]);
     }
   };
 
-  const flush = async () => {
-    for (const message of pending()) {
-      try { await send(message); } catch (_error) { return; }  // offline: keep it for later
-    }
+  // One flush at a time: the timer's and a submit's would otherwise both send what is
+  // pending, and a refusal would be shown twice.
+  let flushing = null;
+  const flush = () => {
+    flushing ??= (async () => {
+      for (const message of pending()) {
+        try { await send(message); } catch (_error) { return; }  // offline: keep it for later
+      }
+    })().finally(() => { flushing = null; });
+    return flushing;
   };
 
   const poll = async () => {
