@@ -9,7 +9,7 @@ getMe on open, ingress between start and stop, the HTTP clients until close.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -18,9 +18,8 @@ from telegram.error import InvalidToken
 
 from tether.adapters.base import Adapter, Sent
 from tether.adapters.kit import Dropped, open_with_retries
-from tether.adapters.telegram import media
+from tether.adapters.telegram import edit, media
 from tether.adapters.telegram.chores import Chores
-from tether.adapters.telegram.edit import edit_text
 from tether.adapters.telegram.epochs import offset_cursor
 from tether.adapters.telegram.http import AiohttpRequest, BotClient
 from tether.adapters.telegram.ingress import Pace, UpdateIngress
@@ -48,6 +47,7 @@ class TelegramAdapter(Adapter):
 
     platform = "telegram"
     can_edit = True  # editMessageText; about one edit a second per chat
+    actions = frozenset({"delete", "react", "pin", "answer"})  # edit.py
     text_limit = 4096
     caption_limit = media.CAPTION_LIMIT
     upload_limit = 50 * 1024 * 1024  # the Bot API's limit for a bot's uploads
@@ -167,9 +167,29 @@ class TelegramAdapter(Adapter):
         return shown_length if format == "markdown" else utf16_len
 
     async def edit(self, message: OutMessage, platform_id: str) -> Sent:
+        return await edit.edit_text(self._open_bot(), message, platform_id)
+
+    async def delete(self, target: Target, message_id: str) -> None:
+        await edit.delete_message(self._open_bot(), target, message_id)
+
+    async def react(self, target: Target, message_id: str, emoji: str) -> None:
+        await edit.react(self._open_bot(), target, message_id, emoji)
+
+    async def pin(self, target: Target, message_id: str, *, pinned: bool) -> None:
+        await edit.pin(self._open_bot(), target, message_id, pinned=pinned)
+
+    async def answer(self, message: OutMessage, press: Mapping[str, Any], alert: bool) -> Sent:
+        return await edit.answer(self._open_bot(), message, press, alert)
+
+    def claim_press(self, event: Event) -> None:
+        query_id = event.meta.get("callback_query_id")
+        if query_id:
+            self.chores.claim(str(query_id))
+
+    def _open_bot(self) -> BotClient:
         if not self._opened:
             raise SendRetryable("telegram adapter is not open")
-        return await edit_text(self.bot, message, platform_id)
+        return self.bot
 
     def limits(self, target: Target) -> list[Limit]:
         return rate_limits(target) if self.config.rate_limits else []

@@ -1,5 +1,12 @@
 """What the bot does right after updates are committed: stop button spinners, show "typing…".
 
+A press is answered without text :data:`PRESS_GRACE` after its commit, unless its
+handler says by then that it answers it itself (``ctx.answer``: :meth:`Chores.claim`):
+Telegram takes one answer per press, so an early empty answer would leave the handler's
+toast nowhere. A second is short enough that the spinner stops before anyone wonders,
+and long enough for a handler that answers first thing. A redelivered press was
+answered before (or its handler will not run again): it is answered at once.
+
 Best effort and off the ingress path: each call runs as its own task, a failure is a
 debug line, never a failed accept, and nothing is retried. "typing…" lasts ~5 s or until
 the bot's next message, so it is sent once per chat per few seconds when a message for
@@ -27,6 +34,10 @@ log = structlog.get_logger("tether.telegram")
 
 #: Telegram shows "typing…" for about 5 s; do not ask again sooner for the same chat.
 _TYPING_EVERY = 4.0
+#: How long a press waits for its handler to claim its answer before it is answered bare.
+PRESS_GRACE = 1.0
+#: Presses remembered as claimed; forgetting one only means an answer Telegram refuses.
+_MAX_CLAIMS = 10_000
 #: At most this many chores in flight; beyond it they are left out, not queued.
 _MAX_CHORES = 256
 #: Chats remembered for the typing interval; forgetting only means one more action.
@@ -41,6 +52,9 @@ class Chores:
         self.typing = typing
         self._tasks: set[asyncio.Task[None]] = set()
         self._typing_at: dict[str, float] = {}
+        #: Presses whose handler answers them (ctx.answer): the grace answer skips them.
+        self._claimed: set[str] = set()
+        self.grace = PRESS_GRACE
 
     def after_accept(self, events: Sequence[Event], accepted: Sequence[bool]) -> None:
         """Answer every button press; "typing…" where a new message for the bot arrived."""
@@ -48,7 +62,7 @@ class Chores:
         for event, fresh in zip(events, accepted, strict=True):
             if event.kind is Kind.CALLBACK:
                 query_id = str(event.meta["callback_query_id"])
-                self._run("answerCallbackQuery", self._answer(query_id, fresh))
+                self._run("answerCallbackQuery", self._answer(query_id, fresh, fresh))
             elif fresh and self._typing_due(event, now):
                 conv = event.conversation
                 self._run(
@@ -60,9 +74,22 @@ class Chores:
                     ),
                 )
 
-    async def _answer(self, query_id: str, fresh: bool) -> None:
-        """Stop the button's spinner; a redelivered press was answered already, and
-        Telegram refuses a second answer (logged, harmless)."""
+    def claim(self, query_id: str) -> None:
+        """The press's handler answers it (through the outbox): no bare answer for it."""
+        if len(self._claimed) >= _MAX_CLAIMS:
+            self._claimed.clear()
+        self._claimed.add(query_id)
+
+    async def _answer(self, query_id: str, fresh: bool, wait: bool) -> None:
+        """Stop the button's spinner, after the grace where the handler may claim it; a
+        redelivered press was answered already, and Telegram refuses a second answer
+        (logged, harmless)."""
+        if wait:
+            await asyncio.sleep(self.grace)
+            if query_id in self._claimed:
+                self._claimed.discard(query_id)
+                log.info("telegram.press_claimed", callback_query_id=query_id)
+                return
         try:
             await self.bot.answer_callback_query(query_id)
         except TelegramError as exc:

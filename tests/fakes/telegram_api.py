@@ -105,6 +105,8 @@ class FakeTelegram:
         self.texts = Texts()  # what each message shows (parsed, after edits) and the edits
         #: answerCallbackQuery: query id → when it was answered (time.monotonic()).
         self.answered: dict[str, float] = {}
+        #: answerCallbackQuery: query id → (toast text, show_alert).
+        self.answers: dict[str, tuple[str, bool]] = {}
         self.webhook: dict[str, Any] | None = None
         #: Called with each getUpdates offset before it confirms anything (tests inspect
         #: the client's state at the moment it acknowledges a batch).
@@ -430,12 +432,37 @@ class FakeTelegram:
         if params.get("message_thread_id"):
             message["message_thread_id"] = params["message_thread_id"]
             message["is_topic_message"] = True
-        self.texts.posted(chat_id, message["message_id"], shown)
+        markup = params.get("reply_markup")
+        self.texts.posted(
+            chat_id,
+            message["message_id"],
+            shown,
+            json.loads(markup) if isinstance(markup, str) else markup,
+        )
         return message
 
     async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
         try:
             return self.texts.edit(params)
+        except Refused as exc:
+            raise _ApiError(400, f"Bad Request: {exc}") from exc
+
+    async def _api_deleteMessage(self, params: dict[str, Any]) -> bool:
+        return self._refusing(self.texts.delete, params)
+
+    async def _api_setMessageReaction(self, params: dict[str, Any]) -> bool:
+        return self._refusing(self.texts.react, params)
+
+    async def _api_pinChatMessage(self, params: dict[str, Any]) -> bool:
+        return self.texts.pin(params, pinned=True)
+
+    async def _api_unpinChatMessage(self, params: dict[str, Any]) -> bool:
+        return self.texts.pin(params, pinned=False)
+
+    @staticmethod
+    def _refusing(call: Callable[[dict[str, Any]], bool], params: dict[str, Any]) -> bool:
+        try:
+            return call(params)
         except Refused as exc:
             raise _ApiError(400, f"Bad Request: {exc}") from exc
 
@@ -471,6 +498,7 @@ class FakeTelegram:
         if query_id in self.answered:
             raise _ApiError(400, "Bad Request: query is too old and response timeout expired")
         self.answered[query_id] = time.monotonic()
+        self.answers[query_id] = (str(params.get("text") or ""), _flag(params.get("show_alert")))
         return True
 
     # -- benchmark control ----------------------------------------------------------
@@ -513,6 +541,11 @@ class FakeTelegram:
             },
             status=status,
         )
+
+
+def _flag(value: Any) -> bool:
+    """A boolean parameter as PTB posts it (JSON ``true`` or the string)."""
+    return value is True or str(value).lower() == "true"
 
 
 class _ApiError(Exception):

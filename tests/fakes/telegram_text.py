@@ -14,11 +14,16 @@ by ``editMessageText``, and a log of the edits with their times.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 RESERVED = frozenset("_*[]()~`>#+-=|{}.!")
+#: Some of the emoji Telegram takes as a reaction (its ReactionTypeEmoji list).
+REACTIONS = frozenset(
+    "👍👎❤🔥🥰👏😁🤔🤯😱🤬😢🎉🤩🙏👌🤡🥱😍🐳💯🤣⚡🏆💔😐🍓🍾😈😴😭🤓👻👀🙈😇🤝✍🤗🫡💅🤪🗿🆒🦄😘🙊😎👾😡"
+)
 #: Telegram's limit on a message's text after entities are parsed (UTF-16 code units).
 TEXT_LIMIT = 4096
 
@@ -211,9 +216,49 @@ class Texts:
 
     shown: dict[tuple[Any, int], str] = field(default_factory=dict)
     edits: list[Edit] = field(default_factory=list)
+    #: The inline keyboard each message shows now (None: none).
+    markup: dict[tuple[Any, int], Any] = field(default_factory=dict)
+    #: deleteMessage, setMessageReaction and pins, as the chat shows them.
+    deleted: list[tuple[Any, int]] = field(default_factory=list)
+    reactions: dict[tuple[Any, int], list[str]] = field(default_factory=dict)
+    pinned: dict[Any, list[int]] = field(default_factory=dict)
 
-    def posted(self, chat_id: Any, message_id: int, text: str) -> None:
+    def posted(self, chat_id: Any, message_id: int, text: str, markup: Any = None) -> None:
         self.shown[chat_id, message_id] = text
+        self.markup[chat_id, message_id] = markup
+
+    def delete(self, params: dict[str, Any]) -> bool:
+        """``deleteMessage`` of one of the bot's messages (the fake knows no others)."""
+        key = (params.get("chat_id"), int(str(params.get("message_id"))))
+        if key not in self.shown:
+            raise Refused("message to delete not found")
+        del self.shown[key]
+        self.markup.pop(key, None)
+        self.deleted.append(key)
+        return True
+
+    def react(self, params: dict[str, Any]) -> bool:
+        """``setMessageReaction``: emoji reactions from Telegram's own set only."""
+        key = (params.get("chat_id"), int(str(params.get("message_id"))))
+        if key in self.deleted:
+            raise Refused("message to react not found")
+        reaction = params.get("reaction") or []
+        if isinstance(reaction, str):
+            reaction = json.loads(reaction)
+        emoji = [str(r.get("emoji")) for r in reaction if r.get("type") == "emoji"]
+        if any(e not in REACTIONS for e in emoji):
+            raise Refused("REACTION_INVALID")
+        self.reactions[key] = emoji
+        return True
+
+    def pin(self, params: dict[str, Any], *, pinned: bool) -> bool:
+        chat, message_id = params.get("chat_id"), int(str(params.get("message_id")))
+        pins = self.pinned.setdefault(chat, [])
+        if pinned and message_id not in pins:
+            pins.append(message_id)
+        elif not pinned and message_id in pins:
+            pins.remove(message_id)
+        return True
 
     def in_chat(self, chat_id: Any) -> list[str]:
         """The chat's messages from the bot, oldest first, as a person sees them now."""
@@ -238,12 +283,16 @@ class Texts:
             raise Refused("message text is empty")
         if utf16(shown) > TEXT_LIMIT:
             raise Refused("MESSAGE_TOO_LONG")
-        if shown == self.shown[key]:
+        markup = params.get("reply_markup")
+        if isinstance(markup, str):
+            markup = json.loads(markup)
+        if shown == self.shown[key] and markup == self.markup.get(key):
             raise Refused(
                 "message is not modified: specified new message content and reply markup"
                 " are exactly the same as a current content and reply markup of the message"
             )
         self.shown[key] = shown
+        self.markup[key] = markup
         self.edits.append(Edit(chat_id, key[1], shown))
         chat = {"id": chat_id, "type": "private" if str(chat_id).isdigit() else "supergroup"}
         return {"message_id": key[1], "date": int(time.time()), "chat": chat, "text": shown}
