@@ -76,8 +76,9 @@ class Adapter(abc.ABC):
     can_edit: bool = False
     edit_interval: float = 1.0
     edit_limit: int | None = None
-    #: What ``ctx.delete``/``react``/``pin``/``answer`` may ask of this platform (their
-    #: names: ``delete``, ``react``, ``pin``, ``answer``); ``ctx.edit`` needs :attr:`can_edit`.
+    #: What ``ctx.edit``/``delete``/``react``/``pin``/``answer`` may ask of this platform
+    #: (their names); ``edit`` here also needs :attr:`can_edit`, which alone may mean a
+    #: streamed preview only (the web chat shows edits of its previews, no others).
     actions: frozenset[str] = frozenset()
     #: Longest caption a file may carry (None: no limit; 0: none, the text goes alone),
     #: and which kinds of file may share one message (up to 10), see ``gateway/core/media.py``.

@@ -70,7 +70,7 @@ class Acted:
 
 class LoopbackAdapter(Adapter):
     platform = "loopback"
-    actions = frozenset({"delete", "react", "pin", "answer"})
+    actions = frozenset({"edit", "delete", "react", "pin", "answer"})
 
     def __init__(
         self,

@@ -47,7 +47,7 @@ class TelegramAdapter(Adapter):
 
     platform = "telegram"
     can_edit = True  # editMessageText; about one edit a second per chat
-    actions = frozenset({"delete", "react", "pin", "answer"})  # edit.py
+    actions = frozenset({"edit", "delete", "react", "pin", "answer"})  # edit.py
     text_limit = 4096
     caption_limit = media.CAPTION_LIMIT
     upload_limit = 50 * 1024 * 1024  # the Bot API's limit for a bot's uploads

@@ -51,7 +51,7 @@ class Actions:
         messages, by default the one whose button was pressed. An edit the platform
         refuses (the message was deleted) is sent as a new message instead."""
         adapter = self._adapter_for(self.event.platform)
-        if not adapter.can_edit:
+        if "edit" not in adapter.actions:  # can_edit alone may be for a preview only (web)
             raise ActionUnsupported(f"{self.event.platform} cannot edit messages")
         if not text:
             raise ValueError("ctx.edit needs the new text")

@@ -167,3 +167,13 @@ async def test_an_action_left_sending_by_a_crash_is_done_after_the_restart(
         statuses = dict(db.execute("SELECT key, status FROM outbox"))
     assert statuses == {"e1#0": "unknown", "e1#1": "sent"}
     assert adapter.acted == [Acted("delete", "7")] and adapter.sent == []
+
+
+def test_the_console_and_the_web_chat_offer_no_actions() -> None:
+    """docs/handlers.md says so: the web chat edits its streamed previews only (can_edit),
+    which must not let ctx.edit queue an edit the page would never show."""
+    from tether.adapters.console import ConsoleAdapter
+    from tether.adapters.web import WebAdapter
+
+    assert WebAdapter.can_edit and "edit" not in WebAdapter.actions
+    assert ConsoleAdapter.actions == WebAdapter.actions == frozenset()
