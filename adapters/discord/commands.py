@@ -9,7 +9,9 @@ carry (normalize reads it back). ``/ask`` keeps its own shape (its required
 
 Discord's rules differ from Telegram's: names are 1-32 lowercase letters, digits, ``-``
 or ``_`` (any script), descriptions 1-100 characters. A name that breaks them is left
-out with a log line saying why; a description is cut to fit.
+out with a log line saying why; a description is cut to fit. An application has at most
+100 global slash commands: past that, the rest are left out with one line naming them
+(they still answer when typed as ``/name`` in a message the bot reads).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ log = structlog.get_logger("tether.discord")
 #: The option every menu command carries.
 ARGS = "args"
 _STRING = 3
+#: Discord's cap on an application's global chat-input commands.
+MAX_COMMANDS = 100
 _CHAT_INPUT = 1
 
 
@@ -56,7 +60,11 @@ def entries(commands: Sequence[tuple[str, str]], ask: bool) -> list[dict[str, An
         if not description or name in wanted:
             continue
         wanted[name] = _command(name, description, ARGS, "what follows the command", False)
-    return list(wanted.values())
+    kept = list(wanted.values())
+    if len(kept) > MAX_COMMANDS:
+        left = [command["name"] for command in kept[MAX_COMMANDS:]]
+        log.warning("discord.commands_capped", cap=MAX_COMMANDS, left_out=left)
+    return kept[:MAX_COMMANDS]
 
 
 def _command(

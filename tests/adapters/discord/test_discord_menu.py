@@ -137,6 +137,15 @@ def test_descriptions_are_cut_to_discords_100_and_an_empty_one_is_left_out() -> 
     assert [(c["name"], len(c["description"])) for c in made] == [("long", 100)]
 
 
+def test_past_discords_100_commands_the_rest_are_left_out_with_one_line_naming_them() -> None:
+    menu = [(f"c{n:03}", "about") for n in range(105)]
+    with structlog.testing.capture_logs() as logs:
+        made = entries(menu, ask=True)
+    assert len(made) == 100 and made[0]["name"] == "ask"
+    [capped] = events_named(logs, "discord.commands_capped")
+    assert capped["left_out"] == [f"c{n:03}" for n in range(99, 105)]
+
+
 async def test_a_menu_command_discord_py_cannot_read_is_dropped_and_the_next_answers(
     tmp_path: Path, fake: FakeDiscord
 ) -> None:
