@@ -4,7 +4,8 @@ normalizer and the IM API sender together, and owns the start-up probe.
 Events come in by a verified webhook route (:mod:`.webhook`) or the SDK's long
 connection (:mod:`.long_connection`); both hand the same decrypted JSON to
 :func:`.normalize.normalize`, commit the event to the inbox, and acknowledge only after
-that. Replies go out through :mod:`.send`.
+that. Replies go out through :mod:`.send`; edits, recalls, reactions and pins of
+messages already in the chat through :mod:`.edit`.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from aiohttp import web
 from lark_oapi.core.exception import ObtainAccessTokenException
 
 from tether.adapters.base import Adapter, Sent
+from tether.adapters.feishu import edit as changes
 from tether.adapters.feishu import media
-from tether.adapters.feishu.edit import EDIT_LIMIT, edit_message
+from tether.adapters.feishu.edit import EDIT_LIMIT, Cards, edit_message
 from tether.adapters.feishu.long_connection import LongConnection
 from tether.adapters.feishu.normalize import IGNORED, SKIPPED, Bot, event_id_of, normalize
 from tether.adapters.feishu.send import Messages, request_for
@@ -32,7 +34,7 @@ from tether.adapters.kit import Dropped, open_with_retries
 from tether.adapters.untrusted import unstorable
 from tether.config.schema import FeishuConfig
 from tether.errors import DownloadError, SendRetryable
-from tether.events import Attachment, Event, OutMessage, Target
+from tether.events import Attachment, Event, Kind, OutMessage, Target
 from tether.files import Upload
 from tether.limits import Limit
 
@@ -53,6 +55,11 @@ class FeishuAdapter(Adapter):
     platform = "feishu"
     #: A streamed reply edits its preview: text and posts, at most 20 edits a message.
     can_edit, edit_interval, edit_limit = True, 1.5, EDIT_LIMIT
+    #: ``ctx.edit`` (a card too), recall, react, pin (:mod:`.edit`). Not ``answer``:
+    #: Feishu shows a toast only in the card callback's own answer, which Tether gives
+    #: right after the inbox commit, before the handler runs, so ``ctx.answer`` is
+    #: refused at the call.
+    actions = frozenset({"edit", "delete", "react", "pin"})
     #: UTF-8 bytes (see :meth:`text_length`). Feishu caps a text message's request body
     #: at 150 KB but a post (how Markdown is sent) at 30 KB, and the text is JSON-escaped
     #: twice on the way (inside ``content``, then inside the body); 24,000 bytes leaves
@@ -76,6 +83,8 @@ class FeishuAdapter(Adapter):
         self._messages: Messages | None = None
         self._inbox: Ingress | None = None
         self._ws: LongConnection | None = None
+        #: Messages known to be cards, which an edit PATCHes (:mod:`.edit`).
+        self._cards = Cards()
         key = config.encrypt_key.get_secret_value() if config.encrypt_key else ""
         token = config.verification_token
         self._verifier = Verifier(
@@ -217,6 +226,8 @@ class FeishuAdapter(Adapter):
             emit = log.info if outcome.log_event == IGNORED else log.warning
             emit(outcome.log_event, event_id=event_id_of(data), reason=outcome.reason)
             return
+        if outcome.kind is Kind.CALLBACK and outcome.message_id:
+            self._cards.add(outcome.message_id)  # a press comes from one of our cards
         await inbox.accept([outcome])
 
     def normalize(self, data: Mapping[str, Any]) -> Event | Dropped:
@@ -248,13 +259,28 @@ class FeishuAdapter(Adapter):
         messages = self._messages
         if messages is None:
             raise SendRetryable("feishu adapter is not open")
-        return await messages.send(message)
+        sent = await messages.send(message)
+        if message.buttons and sent.platform_id:
+            self._cards.add(sent.platform_id)
+        return sent
 
     async def edit(self, message: OutMessage, platform_id: str) -> Sent:
+        return await edit_message(self._open(), message, platform_id, self._cards)
+
+    async def delete(self, target: Target, message_id: str) -> None:
+        await changes.recall(self._open(), message_id)
+
+    async def react(self, target: Target, message_id: str, emoji: str) -> None:
+        await changes.react(self._open(), message_id, emoji)
+
+    async def pin(self, target: Target, message_id: str, *, pinned: bool) -> None:
+        await changes.pin(self._open(), message_id, pinned=pinned)
+
+    def _open(self) -> Messages:
         messages = self._messages
         if messages is None:
             raise SendRetryable("feishu adapter is not open")
-        return await edit_message(messages, message, platform_id)
+        return messages
 
     async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
         messages = self._messages

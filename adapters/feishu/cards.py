@@ -5,6 +5,8 @@ element (``lark_md`` for Markdown, ``plain_text`` otherwise), then one ``action`
 element per keyboard row. A data button carries ``{"data": …}`` as its ``value``, which
 Feishu hands back on a press; a url button opens the link and calls nothing back. The
 card goes through the same ``im/v1/messages`` call, with the same ``uuid``, as any reply.
+It is a shared card (``config.update_multi``): only those can be edited for everyone
+(``PATCH``, :mod:`.edit`), as ``ctx.edit`` of a pressed card does.
 
 In: a press is the ``card.action.trigger`` callback, by webhook or over the long
 connection, as a v2 event. :func:`card_action` makes it a ``callback`` event keyed
@@ -51,7 +53,7 @@ def card_body(text: str, markdown: bool, rows: Keyboard) -> str:
                 value = {DATA: button.data}
                 actions.append({"tag": "button", "text": label, "type": "primary", "value": value})
         elements.append({"tag": "action", "actions": actions})
-    card = {"config": {"wide_screen_mode": True}, "elements": elements}
+    card = {"config": {"wide_screen_mode": True, "update_multi": True}, "elements": elements}
     return json.dumps(card, ensure_ascii=False)
 
 

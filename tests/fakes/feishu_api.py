@@ -9,12 +9,19 @@ would deadlock a fake sharing the test's loop. Point the SDK at it with
 - ``GET /open-apis/bot/v3/info`` (the bot's open_id),
 - ``POST /open-apis/im/v1/messages`` and ``/messages/{id}/reply``, deduplicated on
   ``uuid`` the way Feishu does (a repeat returns the first message, nothing new posted),
+- changes to a message: ``PUT /messages/{id}`` (edit a text or post), ``PATCH`` (update a
+  shared card), ``DELETE`` (recall), ``POST /messages/{id}/reactions``, ``POST /pins`` and
+  ``DELETE /pins/{id}``, with Feishu's codes for a message recalled (230011), one not
+  found, the wrong type, a person's message the bot may not recall (230026, unless the
+  chat is in ``admin_chats``) and an unknown ``emoji_type`` (231001). A person's message
+  the bot acts on is added with :meth:`FakeFeishu.add_message`,
 - ``POST /callback/ws/endpoint`` and ``GET /ws``: the long connection, speaking the
   SDK's own protobuf frames (``lark_oapi.ws.pb.pbbp2_pb2.Frame``); ``push_event``
   sends an event and every ack the client sends back is recorded.
 
 It records every call and can fail the next send (``fail_next``) with a 5xx (after
-"delivering" it, as a platform that timed out on its answer would) or a 429. Tests
+"delivering" it, as a platform that timed out on its answer would) or a 429, and the
+next change to a message (``fail_next_change``: PATCH, recall, reaction, pin). Tests
 wait on conditions (``await fake.until(lambda: ...)``), never on sleeps.
 
 The helpers at the end build webhook requests the way Feishu does: the v2 event
@@ -50,6 +57,11 @@ BOT_OPEN_ID = "ou_tether_bot_0001"
 BOT_NAME = "Tether"
 _SERVICE_ID = 7
 _BODY_CAPS = {"text": 150 * 1024, "post": 30 * 1024, "interactive": 30 * 1024}
+#: The ``emoji_type`` names the fake takes (a few of Feishu's; it refuses the rest).
+EMOJI_TYPES = frozenset(
+    {"OK", "THUMBSUP", "THANKS", "MUSCLE", "APPLAUSE", "DONE", "SMILE", "LAUGH", "HEART"}
+    | {"ThumbsDown", "PARTY", "Fire"}
+)
 
 
 @dataclass
@@ -59,6 +71,7 @@ class Call:
     body: dict[str, Any]
     status: int = 200
     size: int = 0  # bytes of the request body, as sent
+    method: str = "POST"
     at: float = field(default_factory=time.monotonic)
 
 
@@ -87,8 +100,20 @@ class FakeFeishu:
         self.app_secret = app_secret
         self.calls: list[Call] = []
         self.messages: list[dict[str, Any]] = []  # posted messages, one per uuid
-        #: Edits (PUT im/v1/messages/:id): (message id, content after, monotonic time).
+        #: Edits (PUT im/v1/messages/:id; PATCH for cards): (message id, content after,
+        #: monotonic time).
         self.edits: list[tuple[str, Any, float]] = []
+        #: People's messages (:meth:`add_message`), which the bot may react to, pin, recall.
+        self.people: dict[str, dict[str, Any]] = {}
+        #: Ids recalled (DELETE im/v1/messages/:id), in order.
+        self.recalled: list[str] = []
+        #: The bot's reactions: (message id, emoji_type), once each, in order.
+        self.reactions: list[tuple[str, str]] = []
+        #: Message ids pinned now, in the order they were pinned.
+        self.pins: list[str] = []
+        #: Chats where the bot is an admin, so it may recall people's messages.
+        self.admin_chats: set[str] = set()
+        self.change_failures: deque[Failure] = deque()
         self.acks: list[Ack] = []
         self.failures: deque[Failure] = deque()
         #: Called (in the fake's thread) with the frame's message id when an ack arrives.
@@ -119,6 +144,11 @@ class FakeFeishu:
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
         app.router.add_put("/open-apis/im/v1/messages/{message_id}", self._update)
+        app.router.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch_card)
+        app.router.add_delete("/open-apis/im/v1/messages/{message_id}", self._recall)
+        app.router.add_post("/open-apis/im/v1/messages/{message_id}/reactions", self._react)
+        app.router.add_post("/open-apis/im/v1/pins", self._pin)
+        app.router.add_delete("/open-apis/im/v1/pins/{message_id}", self._unpin)
         app.router.add_post("/callback/ws/endpoint", self._endpoint)
         app.router.add_get("/ws", self._websocket)
         app.router.add_get("/_fake/stats", self._stats)
@@ -168,6 +198,23 @@ class FakeFeishu:
         """The next message send answers ``status``/``code`` (after posting, if ``deliver``)."""
         self.failures.append(Failure(status, code, msg, headers or {}, deliver))
 
+    def fail_next_change(
+        self, status: int, code: int, msg: str = "failed", *, headers: dict[str, str] | None = None
+    ) -> None:
+        """The next PATCH, recall, reaction or pin answers ``status``/``code``, undone."""
+        self.change_failures.append(Failure(status, code, msg, headers or {}))
+
+    def add_message(
+        self, message_id: str, *, chat_id: str = "oc_chat_1", open_id: str = "ou_user_1"
+    ) -> None:
+        """A text message a person sent (as the event that names it says)."""
+        self.people[message_id] = {
+            "message_id": message_id,
+            "chat_id": chat_id,
+            "sender": open_id,
+            "msg_type": "text",
+        }
+
     def sends(self) -> list[Call]:
         return [call for call in self.calls if call.path.startswith("/open-apis/im/")]
 
@@ -203,7 +250,7 @@ class FakeFeishu:
         if raw:
             data = json.loads(raw)
             body = data if isinstance(data, dict) else {}
-        call = Call(request.path, dict(request.query), body, size=len(raw))
+        call = Call(request.path, dict(request.query), body, size=len(raw), method=request.method)
         self.calls.append(call)
         return call
 
@@ -248,6 +295,11 @@ class FakeFeishu:
         message = next((m for m in self.messages if m["message_id"] == ident), None)
         if message is None:
             return self._answer(call, 400, {"code": 230001, "msg": "message not found"})
+        if ident in self.recalled:
+            return self._answer(call, 400, {"code": 230011, "msg": "The message is recalled."})
+        if message["msg_type"] not in ("text", "post"):
+            msg = "This operation is not supported for this message type."
+            return self._answer(call, 400, {"code": 230054, "msg": msg})
         if call.body.get("msg_type") not in ("text", "post"):
             return self._answer(call, 400, {"code": 230001, "msg": "msg_type must be text or post"})
         if sum(1 for edit in self.edits if edit[0] == ident) >= 20:
@@ -257,6 +309,104 @@ class FakeFeishu:
         self.edits.append((ident, message["content"], time.monotonic()))
         data = {"message_id": ident, "msg_type": message["msg_type"]}
         return self._answer(call, 200, {"code": 0, "msg": "success", "data": data})
+
+    async def _patch_card(self, request: web.Request) -> web.Response:
+        """Update a shared card the bot sent: ``update_multi`` before and after, as Feishu asks."""
+        call, refused = await self._change(request)
+        if refused is not None:
+            return refused
+        ident = request.match_info["message_id"]
+        message = next((m for m in self.messages if m["message_id"] == ident), None)
+        if message is None or message["msg_type"] != "interactive":
+            return self._answer(call, 400, {"code": 230001, "msg": "not a card the bot sent"})
+        if ident in self.recalled:
+            return self._answer(call, 400, {"code": 230011, "msg": "The message is recalled."})
+        content = call.body.get("content")
+        problem = card_problem(content)
+        if problem:
+            return self._answer(call, 400, {"code": 230099, "msg": problem})
+        card = json.loads(str(content))
+        for shown in (message["content"], card):
+            if not (shown.get("config") or {}).get("update_multi"):
+                msg = "only a shared card (config.update_multi) can be updated"
+                return self._answer(call, 400, {"code": 230099, "msg": msg})
+        message["content"] = card
+        self.edits.append((ident, card, time.monotonic()))
+        return self._answer(call, 200, {"code": 0, "msg": "success", "data": {}})
+
+    async def _recall(self, request: web.Request) -> web.Response:
+        call, refused = await self._change(request)
+        if refused is not None:
+            return refused
+        ident = request.match_info["message_id"]
+        message = self._find(ident)
+        if message is None:
+            return self._answer(call, 400, {"code": 230001, "msg": "invalid message_id"})
+        if ident in self.recalled:
+            return self._answer(call, 400, {"code": 230011, "msg": "The message is recalled."})
+        if ident in self.people and message["chat_id"] not in self.admin_chats:
+            msg = "No permission to recall this message."
+            return self._answer(call, 400, {"code": 230026, "msg": msg})
+        self.recalled.append(ident)
+        return self._answer(call, 200, {"code": 0, "msg": "success", "data": {}})
+
+    async def _react(self, request: web.Request) -> web.Response:
+        call, refused = await self._change(request)
+        if refused is not None:
+            return refused
+        ident = request.match_info["message_id"]
+        if self._find(ident) is None or ident in self.recalled:
+            msg = "The message is not found, maybe not exist or deleted."
+            return self._answer(call, 400, {"code": 231003, "msg": msg})
+        kind = (call.body.get("reaction_type") or {}).get("emoji_type")
+        if kind not in EMOJI_TYPES:
+            return self._answer(call, 400, {"code": 231001, "msg": "reaction type is invalid."})
+        if (ident, kind) not in self.reactions:  # the same reaction twice is one
+            self.reactions.append((ident, kind))
+        data = {"reaction_id": f"r_{ident}_{kind}", "reaction_type": {"emoji_type": kind}}
+        return self._answer(call, 200, {"code": 0, "msg": "success", "data": data})
+
+    async def _pin(self, request: web.Request) -> web.Response:
+        call, refused = await self._change(request)
+        if refused is not None:
+            return refused
+        ident = str(call.body.get("message_id") or "")
+        message = self._find(ident)
+        if message is None:
+            return self._answer(call, 400, {"code": 230001, "msg": "invalid message_id"})
+        if ident in self.recalled:
+            return self._answer(call, 400, {"code": 230011, "msg": "The message is recalled."})
+        if ident not in self.pins:  # pinned already: Feishu answers with that pin
+            self.pins.append(ident)
+        pin = {"message_id": ident, "chat_id": message["chat_id"], "operator_id": APP_ID}
+        return self._answer(call, 200, {"code": 0, "msg": "success", "data": {"pin": pin}})
+
+    async def _unpin(self, request: web.Request) -> web.Response:
+        call, refused = await self._change(request)
+        if refused is not None:
+            return refused
+        ident = request.match_info["message_id"]
+        if self._find(ident) is None:
+            return self._answer(call, 400, {"code": 230001, "msg": "invalid message_id"})
+        if ident in self.pins:
+            self.pins.remove(ident)
+        return self._answer(call, 200, {"code": 0, "msg": "success", "data": {}})
+
+    async def _change(self, request: web.Request) -> tuple[Call, web.Response | None]:
+        """Record a change to a message; the refusal it gets before looking, if any."""
+        call = await self._record(request)
+        if not self._authorized(request):
+            return call, self._answer(call, 401, {"code": 99991663, "msg": "Invalid access token"})
+        if self.change_failures:
+            failure = self.change_failures.popleft()
+            body = {"code": failure.code, "msg": failure.msg}
+            return call, self._answer(call, failure.status, body, **failure.headers)
+        return call, None
+
+    def _find(self, ident: str) -> dict[str, Any] | None:
+        """A message the bot sent, or a person's (:meth:`add_message`)."""
+        sent = next((m for m in self.messages if m["message_id"] == ident), None)
+        return sent if sent is not None else self.people.get(ident)
 
     def _post(
         self, call: Call, request: web.Request, chat_id: str, parent: str | None

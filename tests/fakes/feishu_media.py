@@ -151,7 +151,7 @@ class MediaFeishu(FakeFeishu):
         raw = await request.read()
         data = json.loads(raw) if raw else {}
         body = data if isinstance(data, dict) else {}
-        call = Call(request.path, dict(request.query), body, size=len(raw))
+        call = Call(request.path, dict(request.query), body, size=len(raw), method=request.method)
         self.calls.append(call)
         return call
 
