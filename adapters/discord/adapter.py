@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import discord
@@ -21,15 +21,14 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from tether.adapters.base import Adapter, Sent
-from tether.adapters.discord import commands, media
-from tether.adapters.discord.edit import edit_message
+from tether.adapters.discord import commands, edit, media
 from tether.adapters.discord.ingress import GatewayIngress
 from tether.adapters.discord.normalize import PLATFORM, Bot
 from tether.adapters.discord.send import send
 from tether.adapters.kit import describe, open_with_retries
 from tether.backoff import equal_jitter
 from tether.config.schema import DiscordConfig
-from tether.events import Attachment, OutMessage
+from tether.events import Attachment, OutMessage, Target
 from tether.files import KINDS, FileKind, Upload
 from tether.text import utf16_len
 
@@ -46,6 +45,7 @@ _TOKEN_REJECTED = "platforms.discord.token was rejected by Discord (GET /users/@
 class DiscordAdapter(Adapter):
     platform = PLATFORM
     can_edit = True  # a streamed reply edits its preview: about 5 edits per 5 s per channel
+    actions = frozenset({"edit", "delete", "react", "pin", "answer"})  # edit.py
     text_limit = 2000
     caption_limit = 2000  # a file's caption is the message's content
     upload_limit = 10 * 1024 * 1024  # without the server's boosts
@@ -162,7 +162,25 @@ class DiscordAdapter(Adapter):
         return await send(self._client, message, self.config.send_timeout)
 
     async def edit(self, message: OutMessage, platform_id: str) -> Sent:
-        return await edit_message(self._client, message, platform_id, self.config.send_timeout)
+        return await edit.edit_message(self._client, message, platform_id, self.config.send_timeout)
+
+    async def delete(self, target: Target, message_id: str) -> None:
+        await edit.delete_message(self._client, target, message_id, self.config.send_timeout)
+
+    async def react(self, target: Target, message_id: str, emoji: str) -> None:
+        await edit.react(self._client, target, message_id, emoji, self.config.send_timeout)
+
+    async def pin(self, target: Target, message_id: str, *, pinned: bool) -> None:
+        timeout = self.config.send_timeout
+        await edit.pin(self._client, target, message_id, pinned=pinned, timeout=timeout)
+
+    async def answer(self, message: OutMessage, press: Mapping[str, Any], alert: bool) -> Sent:
+        """An ephemeral follow-up (``alert`` too: Discord has no dialog), once the press's
+        acknowledgement, which a follow-up must come after, has ended."""
+        timeout = self.config.send_timeout
+        # The ingress's Presses acknowledge presses; only they know one still in flight.
+        await self._ingress._presses.acknowledged(str(press.get("interaction_id")), timeout)
+        return await edit.answer(self._client, self.application_id, message, press, timeout)
 
     async def send_files(self, message: OutMessage, files: Sequence[Upload]) -> Sent:
         timeout = max(self.config.send_timeout, media.UPLOAD_TIMEOUT)

@@ -15,10 +15,20 @@ message stays as it is), within Discord's 3 s and long before the handler has ru
 redelivered press is acknowledged again: if the first run crashed between commit and
 acknowledgement, this is the acknowledgement; otherwise Discord refuses it as answered
 already, which is logged and harmless.
+
+Answering a press (``ctx.answer``, the call in :mod:`.edit`): it was acknowledged
+already, so a toast is an ephemeral follow-up message (flags 64: only the person who
+pressed sees it) through the interaction's webhook. The token that allows it lasts 15
+minutes: it is in the event's ``meta`` (:data:`TOKEN_META`), stored with it as ``/ask``'s
+is, and left out of ``raw``. A follow-up before the acknowledgement is refused (Unknown
+Webhook), so an answer first waits for its press's acknowledgement while this process is
+still making it (:meth:`Presses.acknowledged`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +57,10 @@ _ROW, _BUTTON = 1, 2
 _PRIMARY, _LINK = 1, 5
 #: Interaction response type: acknowledge a component press, leave the message as is.
 DEFERRED_UPDATE_MESSAGE = 6
+#: ``Event.meta`` key of a press: the interaction's token, for ``ctx.answer``'s follow-up.
+TOKEN_META = "interaction_token"
+#: Message flag: only the person who pressed sees the follow-up.
+EPHEMERAL = 1 << 6
 
 
 def components(rows: Keyboard) -> list[dict[str, Any]]:
@@ -124,6 +138,7 @@ def _press(data: Mapping[str, Any]) -> Event | Dropped:
     if not read.text(data.get("token"), "token"):  # it could never be acknowledged
         return Dropped(SKIPPED, "token: missing")
     conversation, sender, meta = interaction_origin(data, interaction_id)
+    meta[TOKEN_META] = read.text(data.get("token"), "token")
     on = data.get("message")
     message_id = read.snowflake(on.get("id"), "message.id") if isinstance(on, Mapping) else None
     return Event(
@@ -136,7 +151,8 @@ def _press(data: Mapping[str, Any]) -> Event | Dropped:
         text=custom_id,
         timestamp=read.created(interaction_id),
         meta=meta,
-        # The token answers the interaction for 15 minutes: it stays out of the store.
+        # The token answers the interaction for 15 minutes: in meta for that (ctx.answer),
+        # and only there.
         raw={key: value for key, value in data.items() if key != "token"},
     )
 
@@ -153,6 +169,16 @@ class Presses:
         self._inbox = inbox
         self._client = client
         self._spawn = spawn
+        #: Presses taken whose acknowledgement has not ended yet, by interaction id.
+        self._acking: dict[str, asyncio.Event] = {}
+
+    async def acknowledged(self, interaction_id: str, timeout: float) -> None:
+        """Return once press ``interaction_id``'s acknowledgement has ended (at once for
+        a press this process is not acknowledging), or after ``timeout`` seconds."""
+        acking = self._acking.get(interaction_id)
+        if acking is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(acking.wait(), timeout)
 
     def take(self, data: Any) -> None:
         """The read loop's hook for a component INTERACTION_CREATE (before discord.py's
@@ -168,9 +194,19 @@ class Presses:
         if inbox is None:  # stopping: unacknowledged, the person sees it failed
             log.warning("discord.interaction_dropped", reason="stopping")
             return
+        self._acking.setdefault(str(outcome.meta["interaction_id"]), asyncio.Event())
         self._spawn(self._commit_then_ack(inbox, outcome, str(data["token"])))
 
     async def _commit_then_ack(self, inbox: Ingress, event: Event, token: str) -> None:
+        interaction_id = event.meta["interaction_id"]
+        try:
+            await self._ack(inbox, event, token)
+        finally:  # done, failed or cancelled: an answer waiting for it goes ahead
+            acking = self._acking.pop(str(interaction_id), None)
+            if acking is not None:
+                acking.set()
+
+    async def _ack(self, inbox: Ingress, event: Event, token: str) -> None:
         interaction_id = event.meta["interaction_id"]
         try:
             (fresh,) = await inbox.accept([event])

@@ -12,6 +12,14 @@ as text) and serves what the adapter calls: who am I, the application, channels,
 original response. Create Message can be told to fail: a status before or after the
 message is stored, or a slow answer.
 
+What handlers do to messages (``ctx.edit``/``delete``/``react``/``pin``/``answer``) is
+kept as the channel shows it: an edit's content and components, deletions (404 Unknown
+Message for a message not in the channel, as Discord), the bot's reactions, pins, and
+follow-up messages by interaction token with their ``flags``. A follow-up is refused as
+Discord refuses it: before its interaction was acknowledged (404 Unknown Webhook) and
+after its token expired (401). :meth:`fail_next_action` makes the next of these calls
+fail with a status, and ``callback_delay`` holds acknowledgements back.
+
 The fake keeps each channel's history, so a message "posted while the bot was away"
 (:meth:`post`) is found by a later backfill; :meth:`dispatch` sends a gateway event to
 every connected client. Waiting is on conditions, never on sleeps:
@@ -194,7 +202,25 @@ class FakeDiscord:
         self.callback_at: dict[int, float] = {}
         self.callbacks_refused: list[int] = []
         self.original_edits: list[tuple[str, dict[str, Any]]] = []
-        self.followups: list[dict[str, Any]] = []
+        #: Follow-up messages by interaction token: (token, body), ``flags`` 64 = ephemeral.
+        self.followups: list[tuple[str, dict[str, Any]]] = []
+        #: Follow-ups refused, as (token, status): before the acknowledgement, or expired.
+        self.followups_refused: list[tuple[str, int]] = []
+        #: Tokens of acknowledged interactions: follow-ups are taken from then on.
+        self.acked_tokens: set[str] = set()
+        #: Seconds an interaction callback takes before it counts (a slow acknowledgement).
+        self.callback_delay = 0.0
+        #: Messages deleted, as (channel id, message id), in order.
+        self.deleted: list[tuple[int, str]] = []
+        #: Deletions of a message not (or no longer) in the channel: answered 404.
+        self.unknown_deletes: list[tuple[int, str]] = []
+        #: The bot's reactions by message id, each emoji once, in order.
+        self.reactions: dict[str, list[str]] = {}
+        #: Pinned message ids by channel; each pin or unpin call as (channel, id, pinned).
+        self.pins: dict[int, list[str]] = {}
+        self.pin_calls: list[tuple[int, str, bool]] = []
+        #: Statuses the next action calls (delete, react, pin, follow-up) answer with.
+        self.action_failures: deque[int] = deque()
         #: Edits of the bot's channel messages: (message id, content after, monotonic time).
         self.message_edits: list[tuple[str, str, float]] = []
         self.expired_tokens: set[str] = set()
@@ -277,6 +303,16 @@ class FakeDiscord:
         app.router.add_get(api + "/channels/{channel}/messages", self._messages)
         app.router.add_post(api + "/channels/{channel}/messages", self._create_message)
         app.router.add_patch(api + "/channels/{channel}/messages/{message}", self._edit_message)
+        app.router.add_delete(api + "/channels/{channel}/messages/{message}", self._delete)
+        reactions = "/channels/{channel}/messages/{message}/reactions/{emoji}/@me"
+        app.router.add_put(api + reactions, self._react)
+        # discord.py 2.7 pins at messages/pins/{id}; the older route is served as well.
+        for pins in (
+            "/channels/{channel}/messages/pins/{message}",
+            "/channels/{channel}/pins/{message}",
+        ):
+            app.router.add_put(api + pins, self._pin)
+            app.router.add_delete(api + pins, self._pin)
         app.router.add_put(api + "/applications/{app}/commands", self._put_commands)
         app.router.add_get(api + "/applications/{app}/commands", self._get_commands)
         app.router.add_post(api + "/interactions/{id}/{token}/callback", self._callback)
@@ -434,6 +470,7 @@ class FakeDiscord:
             "message": on,
             "locale": "en-US",
             "app_permissions": "0",
+            "attachment_size_limit": 10 * 1024 * 1024,
             "entitlements": [],
             "authorizing_integration_owners": {},
             "data": {"custom_id": custom_id, "component_type": 2},
@@ -447,6 +484,16 @@ class FakeDiscord:
 
     def fail_next_post(self, status: int = 500, *, commit: bool = False, delay: float = 0) -> None:
         self.post_failures.append(Failure(status, commit, delay))
+
+    def fail_next_action(self, status: int = 403) -> None:
+        """The next delete, reaction, pin or follow-up answers ``status`` (403: Missing
+        Permissions, 429 with a retry_after, 5xx) and does nothing."""
+        self.action_failures.append(status)
+
+    def find(self, channel_id: int, message_id: str) -> dict[str, Any] | None:
+        """The message ``message_id`` as channel ``channel_id`` holds it now, if it does."""
+        found = [m for m in self.history.get(channel_id, []) if m["id"] == message_id]
+        return found[0] if found else None
 
     # -- observing ------------------------------------------------------------------
 
@@ -717,6 +764,9 @@ class FakeDiscord:
             self._changed()
             return _error(400, "Interaction has already been acknowledged.", 40060)
         self.callback_at[interaction_id] = time.monotonic()
+        if self.callback_delay:
+            await asyncio.sleep(self.callback_delay)  # a slow platform, not a wait of ours
+        self.acked_tokens.add(request.match_info["token"])
         self.callbacks.append((interaction_id, body))
         self._changed()
         return _json(
@@ -732,17 +782,78 @@ class FakeDiscord:
         )
 
     async def _edit_message(self, request: web.Request) -> web.Response:
-        """A bot edits one of its messages: the content changes in place, and is logged."""
+        """A bot edits one of its messages: the content (and the components, when the
+        body has them: ``[]`` takes them away) change in place, and it is logged."""
         channel, ident = int(request.match_info["channel"]), request.match_info["message"]
-        mine = [m for m in self.history.get(channel, []) if m["id"] == ident]
-        if not mine or mine[0]["author"]["id"] != BOT_USER["id"]:
+        mine = self.find(channel, ident)
+        if mine is None or mine["author"]["id"] != BOT_USER["id"]:
             return _error(404, "Unknown Message", 10008)
         body = await request.json()
-        mine[0]["content"] = str(body.get("content", mine[0]["content"]))
-        mine[0]["edited_timestamp"] = iso()
-        self.message_edits.append((ident, mine[0]["content"], time.monotonic()))
+        problem = _components_problem(body.get("components"))
+        if problem:
+            return _error(400, f"Invalid Form Body: components: {problem}", 50035)
+        mine["content"] = str(body.get("content", mine["content"]))
+        if "components" in body:
+            mine["components"] = body["components"]
+        mine["edited_timestamp"] = iso()
+        self.message_edits.append((ident, mine["content"], time.monotonic()))
         self._changed()
-        return _json(mine[0])
+        return _json(mine)
+
+    def _action_failure(self) -> web.Response | None:
+        if not self.action_failures:
+            return None
+        self._changed()
+        return self._failure(self.action_failures.popleft())
+
+    def _target(self, request: web.Request) -> tuple[int, str, dict[str, Any] | None]:
+        channel, ident = int(request.match_info["channel"]), request.match_info["message"]
+        return channel, ident, self.find(channel, ident)
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        """Delete Message: gone from the channel's history; unknown (or gone) is 404."""
+        if (failed := self._action_failure()) is not None:
+            return failed
+        channel, ident, message = self._target(request)
+        if message is None:
+            self.unknown_deletes.append((channel, ident))
+            self._changed()
+            return _error(404, "Unknown Message", 10008)
+        self.history[channel].remove(message)
+        self.deleted.append((channel, ident))
+        self._changed()
+        return web.Response(status=204)
+
+    async def _react(self, request: web.Request) -> web.Response:
+        """Create Reaction (the bot's own): each emoji once per message."""
+        if (failed := self._action_failure()) is not None:
+            return failed
+        _, ident, message = self._target(request)
+        if message is None:
+            return _error(404, "Unknown Message", 10008)
+        mine = self.reactions.setdefault(ident, [])
+        if request.match_info["emoji"] not in mine:
+            mine.append(request.match_info["emoji"])
+        self._changed()
+        return web.Response(status=204)
+
+    async def _pin(self, request: web.Request) -> web.Response:
+        """Pin (PUT) or unpin (DELETE) a message of the channel; twice is once."""
+        if (failed := self._action_failure()) is not None:
+            return failed
+        channel, ident, message = self._target(request)
+        if message is None:
+            return _error(404, "Unknown Message", 10008)
+        pinned = request.method == "PUT"
+        self.pin_calls.append((channel, ident, pinned))
+        pins = self.pins.setdefault(channel, [])
+        if pinned and ident not in pins:
+            pins.append(ident)
+        elif not pinned and ident in pins:
+            pins.remove(ident)
+        message["pinned"] = pinned
+        self._changed()
+        return web.Response(status=204)
 
     async def _edit(self, request: web.Request) -> web.Response:
         token = request.match_info["token"]
@@ -755,6 +866,23 @@ class FakeDiscord:
         return _json(message)
 
     async def _followup(self, request: web.Request) -> web.Response:
-        self.followups.append(await request.json())
+        """Create Followup Message: only after the interaction's acknowledgement, while
+        its token is valid."""
+        token = request.match_info["token"]
+        if (failed := self._action_failure()) is not None:
+            return failed
+        refusal = None
+        if token in self.expired_tokens:
+            refusal = _error(401, "Invalid Webhook Token", 50027)
+        elif token not in self.acked_tokens:
+            refusal = _error(404, "Unknown Webhook", 10015)
+        if refusal is not None:
+            self.followups_refused.append((token, refusal.status))
+            self._changed()
+            return refusal
+        body = await request.json()
+        self.followups.append((token, body))
         self._changed()
-        return _json(self.message(CHANNEL_ID, "followup", author=BOT_USER))
+        message = self.message(CHANNEL_ID, str(body.get("content", "")), author=BOT_USER)
+        message["flags"] = int(body.get("flags") or 0)
+        return _json(message)
