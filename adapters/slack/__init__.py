@@ -7,8 +7,9 @@ What is here (issue 34, in progress):
   out. Keys are ``sl:{api_app_id}:…``, so two agents with their own Slack apps in one
   channel each get their own event. This is what the tests and the fuzzers call.
 
-Not built yet, and so not selectable in ``platforms:``: the ingress (Socket Mode and the
-Events API over HTTP), sends with the outbox key in the message's metadata and their
-reconciliation after a crash, edits, files. Nothing here imports slack_sdk, so the
-normalizer runs on any install.
+Also here: :mod:`.send` (``chat.postMessage`` with the outbox key in ``metadata``, read
+back before a send that may already have happened; :mod:`.mrkdwn`), :mod:`.ingress` (the
+Events API over HTTP), :mod:`.adapter` and :mod:`.config` (``SlackConfig`` until
+``platforms.slack`` is wired). Not selectable in ``platforms:`` yet; Socket Mode and
+files are still to come. Only the adapter modules import slack_sdk.
 """

@@ -7,38 +7,34 @@ Point ``slack_sdk.web.async_client.AsyncWebClient`` at it with ``base_url=fake.b
 - ``auth.test`` — who the token is (the bot's user and bot ids, the team);
 - ``chat.postMessage`` — stores the message with its ``metadata`` and ``thread_ts``;
 - ``chat.update`` — replaces a message's text;
-- ``conversations.history`` — a channel's messages newest first, their metadata only
-  with ``include_all_metadata``, as Slack does.
+- ``conversations.history`` / ``conversations.replies`` — a channel's messages newest
+  first, a thread's oldest first, their metadata only with ``include_all_metadata``, as
+  Slack does;
+- ``apps.connections.open`` — with the app-level token, the ``ws://`` URL of the Socket
+  Mode half (:mod:`tests.fakes.slack_socket`), when one is attached.
 
 Every call must carry the bot token (``Authorization: Bearer``), else ``invalid_auth``.
 ``chat.postMessage`` can be told to fail (:meth:`FakeSlack.fail_posts`): an answer
-before the message is stored, or after (the message exists, the caller hears an error),
-which is the crash window the outbox's reconciliation is for. ``fake.log`` lists every
-call in order.
+before the message is stored, or after (the message exists, the caller hears an error
+or, with ``status=0``, the connection drops before any answer), which is the crash
+window the adapter's reconciliation is for. ``fake.log`` lists every call in order.
 
-The Events API half is :func:`signed_request` / :func:`signed_form`: a body and the
-headers Slack sends (``X-Slack-Signature`` = ``v0=`` HMAC-SHA256 over
-``v0:{timestamp}:{body}`` with the signing secret), and the payload builders
-(:func:`message_event`, :func:`edit_event`, :func:`slash_command`,
-:func:`block_actions`) that tests post with them.
+The Events API payloads and their signatures are in :mod:`tests.fakes.slack_events`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import itertools
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
 from aiohttp import web
 
 BOT_TOKEN = "xoxb-1111-2222-fakeslacktoken"
+APP_TOKEN = "xapp-1-A0TETHER01-3333-fakeapptoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 APP_ID = "A0TETHER01"
 TEAM_ID = "T0TEAM0001"
@@ -53,12 +49,14 @@ DM_CHANNEL_ID = "D0ADADM0001"
 @dataclass
 class Failure:
     """How the next ``chat.postMessage`` calls fail: ``status`` (429 with ``Retry-After``,
-    or a 5xx), before the message is stored or, with ``after_store``, once it is."""
+    a 5xx, or 0: the connection dropped unanswered), before the message is stored or,
+    with ``after_store``, once it is; ``error`` is a refusal's code (HTTP 200)."""
 
     status: int
     after_store: bool = False
     times: int = 1
     retry_after: int = 1
+    error: str = ""
 
 
 class FakeSlack:
@@ -73,6 +71,10 @@ class FakeSlack:
         self._clock = itertools.count(1)
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
+        #: The Socket Mode URL ``apps.connections.open`` hands out (set by the socket fake).
+        self.socket_url: str | None = None
+        #: Channels that do not exist (``channel_not_found``).
+        self.gone: set[str] = set()
 
     @property
     def base_url(self) -> str:
@@ -94,6 +96,8 @@ class FakeSlack:
             ("chat.postMessage", self._post_message),
             ("chat.update", self._update),
             ("conversations.history", self._history),
+            ("conversations.replies", self._replies),
+            ("apps.connections.open", self._connections_open),
         ):
             app.router.add_route("*", f"/api/{method}", self._authorized(method, handler))
         self._runner = web.AppRunner(app, access_log=None)
@@ -129,11 +133,16 @@ class FakeSlack:
         async def route(request: web.Request) -> web.Response:
             args = await _arguments(request)
             self.log.append((method, args))
-            if request.headers.get("Authorization") != f"Bearer {self.token}":
+            token = APP_TOKEN if method == "apps.connections.open" else self.token
+            if request.headers.get("Authorization") != f"Bearer {token}":
                 return _answer({"ok": False, "error": "invalid_auth"})
-            response: web.Response = await handler(args)
+            response: web.Response | None = await handler(args)
             async with self._changed:
                 self._changed.notify_all()
+            if response is None:  # created, then the connection drops before the answer
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response()  # written to a closed transport: nothing arrives
             return response
 
         return route
@@ -152,12 +161,19 @@ class FakeSlack:
             }
         )
 
-    async def _post_message(self, args: dict[str, Any]) -> web.Response:
+    async def _connections_open(self, args: dict[str, Any]) -> web.Response:
+        if self.socket_url is None:
+            return _answer({"ok": False, "error": "not_allowed_token_type"})
+        return _answer({"ok": True, "url": self.socket_url})
+
+    async def _post_message(self, args: dict[str, Any]) -> web.Response | None:
         channel, text = args.get("channel"), args.get("text")
-        if not isinstance(channel, str) or not channel:
+        if not isinstance(channel, str) or not channel or channel in self.gone:
             return _answer({"ok": False, "error": "channel_not_found"})
         if not text and not args.get("blocks"):
             return _answer({"ok": False, "error": "no_text"})
+        if len(str(text or "")) > 40_000:
+            return _answer({"ok": False, "error": "msg_too_long"})
         failure = self._failures[0] if self._failures else None
         if failure is not None:
             failure.times -= 1
@@ -184,6 +200,8 @@ class FakeSlack:
 
     async def _update(self, args: dict[str, Any]) -> web.Response:
         channel, ts = args.get("channel"), args.get("ts")
+        if len(str(args.get("text") or "")) > 40_000:
+            return _answer({"ok": False, "error": "msg_too_long"})
         for message in self.channels.get(str(channel), []):
             if message["ts"] == ts:
                 message["text"] = args.get("text")
@@ -193,17 +211,36 @@ class FakeSlack:
 
     async def _history(self, args: dict[str, Any]) -> web.Response:
         channel = str(args.get("channel"))
-        if channel not in self.channels:
+        if channel in self.gone:
             return _answer({"ok": False, "error": "channel_not_found"})
         limit = int(args.get("limit") or 100)
         oldest = float(args.get("oldest") or 0)
         with_metadata = str(args.get("include_all_metadata")).lower() in ("1", "true")
-        newest_first = [m for m in reversed(self.channels[channel]) if float(m["ts"]) > oldest]
+        mine = self.channels.get(channel, [])
+        newest_first = [m for m in reversed(mine) if float(m["ts"]) > oldest]
         shown = [
             m if with_metadata else {k: v for k, v in m.items() if k != "metadata"}
             for m in newest_first[:limit]
         ]
         return _answer({"ok": True, "messages": shown, "has_more": len(newest_first) > limit})
+
+    async def _replies(self, args: dict[str, Any]) -> web.Response:
+        """A thread: its first message, then the replies, oldest first."""
+        channel, thread = str(args.get("channel")), str(args.get("ts"))
+        found = [
+            m
+            for m in self.channels.get(channel, [])
+            if m["ts"] == thread or m.get("thread_ts") == thread
+        ]
+        if not found:
+            return _answer({"ok": False, "error": "thread_not_found"})
+        limit = int(args.get("limit") or 100)
+        with_metadata = str(args.get("include_all_metadata")).lower() in ("1", "true")
+        shown = [
+            m if with_metadata else {k: v for k, v in m.items() if k != "metadata"}
+            for m in found[:limit]
+        ]
+        return _answer({"ok": True, "messages": shown, "has_more": len(found) > limit})
 
     def _ts(self) -> str:
         """Slack's message ids: epoch seconds with six digits, unique per channel."""
@@ -226,174 +263,12 @@ def _answer(body: dict[str, Any]) -> web.Response:
     return web.json_response(body)
 
 
-def _failed(failure: Failure) -> web.Response:
+def _failed(failure: Failure) -> web.Response | None:
+    if failure.status == 0:
+        return None
+    if failure.error:
+        return _answer({"ok": False, "error": failure.error})
     if failure.status == 429:
         headers = {"Retry-After": str(failure.retry_after)}
         return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
     return web.json_response({"ok": False, "error": "fatal_error"}, status=failure.status)
-
-
-# -- the Events API: signed posts, and the payloads they carry ------------------------------
-
-
-def signature(secret: str, timestamp: str, body: bytes) -> str:
-    """``X-Slack-Signature`` for ``body`` sent at ``timestamp``."""
-    base = b"v0:" + timestamp.encode() + b":" + body
-    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
-
-
-def signed_headers(
-    body: bytes,
-    secret: str = SIGNING_SECRET,
-    *,
-    timestamp: float | None = None,
-    retry: int | None = None,
-    content_type: str = "application/json",
-) -> dict[str, str]:
-    stamp = str(int(time.time() if timestamp is None else timestamp))
-    headers = {
-        "Content-Type": content_type,
-        "X-Slack-Request-Timestamp": stamp,
-        "X-Slack-Signature": signature(secret, stamp, body),
-    }
-    if retry is not None:
-        headers["X-Slack-Retry-Num"] = str(retry)
-        headers["X-Slack-Retry-Reason"] = "http_timeout"
-    return headers
-
-
-def signed_request(
-    payload: dict[str, Any], secret: str = SIGNING_SECRET, **kw: Any
-) -> tuple[bytes, dict[str, str]]:
-    """An Events API post: the JSON body and Slack's headers."""
-    body = json.dumps(payload).encode()
-    return body, signed_headers(body, secret, **kw)
-
-
-def signed_form(
-    fields: dict[str, str], secret: str = SIGNING_SECRET, **kw: Any
-) -> tuple[bytes, dict[str, str]]:
-    """A slash command or interaction post: form-encoded, signed the same way."""
-    body = urlencode(fields).encode()
-    form = "application/x-www-form-urlencoded"
-    return body, signed_headers(body, secret, content_type=form, **kw)
-
-
-def envelope(event: dict[str, Any], event_id: str, app: str = APP_ID) -> dict[str, Any]:
-    """An ``event_callback`` as Slack posts it (the deprecated token included)."""
-    return {
-        "token": "verification-token-from-old-apps",
-        "team_id": TEAM_ID,
-        "api_app_id": app,
-        "event": event,
-        "type": "event_callback",
-        "event_id": event_id,
-        "event_time": int(time.time()),
-        "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True}],
-    }
-
-
-def message_event(
-    text: str,
-    *,
-    ts: str = "1712345678.000100",
-    event_id: str = "Ev0001",
-    channel: str = DM_CHANNEL_ID,
-    channel_type: str = "im",
-    user: str = USER_ID,
-    app: str = APP_ID,
-    kind: str = "message",
-    **fields: Any,
-) -> dict[str, Any]:
-    """A ``message`` (or, with ``kind="app_mention"``, an ``app_mention``) event."""
-    event: dict[str, Any] = {
-        "type": kind,
-        "user": user,
-        "text": text,
-        "ts": ts,
-        "channel": channel,
-        "event_ts": ts,
-        "team": TEAM_ID,
-        **fields,
-    }
-    if kind == "message":
-        event["channel_type"] = channel_type
-    return envelope(event, event_id, app)
-
-
-def edit_event(
-    text: str,
-    *,
-    ts: str = "1712345678.000100",
-    edited_ts: str = "1712345699.000000",
-    event_id: str = "Ev0002",
-    channel: str = DM_CHANNEL_ID,
-    channel_type: str = "im",
-    user: str = USER_ID,
-) -> dict[str, Any]:
-    """``message_changed``: ``message`` is the message as it now is."""
-    message = {"type": "message", "user": user, "text": text, "ts": ts}
-    if edited_ts:
-        message["edited"] = {"user": user, "ts": edited_ts}
-    event = {
-        "type": "message",
-        "subtype": "message_changed",
-        "channel": channel,
-        "channel_type": channel_type,
-        "hidden": True,
-        "message": message,
-        "previous_message": {"type": "message", "user": user, "text": "before", "ts": ts},
-        "ts": edited_ts or ts,
-        "event_ts": edited_ts or ts,
-    }
-    return envelope(event, event_id)
-
-
-def slash_command(
-    command: str, text: str = "", *, trigger_id: str = "13345224609.738474920.8088930838d88f"
-) -> dict[str, str]:
-    """A slash command's form fields, as Slack posts them."""
-    return {
-        "token": "verification-token-from-old-apps",
-        "team_id": TEAM_ID,
-        "team_domain": "tether-test",
-        "channel_id": CHANNEL_ID,
-        "channel_name": "general",
-        "user_id": USER_ID,
-        "user_name": "ada",
-        "command": command,
-        "text": text,
-        "api_app_id": APP_ID,
-        "response_url": "https://hooks.slack.com/commands/T0TEAM0001/1/secret",
-        "trigger_id": trigger_id,
-    }
-
-
-def block_actions(value: str, *, trigger_id: str = "7777.8888.abcdef") -> dict[str, Any]:
-    """A button press on one of the bot's messages (the ``payload`` of the form)."""
-    return {
-        "type": "block_actions",
-        "api_app_id": APP_ID,
-        "token": "verification-token-from-old-apps",
-        "team": {"id": TEAM_ID, "domain": "tether-test"},
-        "user": {"id": USER_ID, "username": "ada", "team_id": TEAM_ID},
-        "container": {
-            "type": "message",
-            "message_ts": "1712345680.000200",
-            "channel_id": CHANNEL_ID,
-            "is_ephemeral": False,
-        },
-        "channel": {"id": CHANNEL_ID, "name": "general"},
-        "message": {"type": "message", "ts": "1712345680.000200", "bot_id": BOT_ID, "text": "?"},
-        "trigger_id": trigger_id,
-        "response_url": "https://hooks.slack.com/actions/T0TEAM0001/1/secret",
-        "actions": [
-            {
-                "type": "button",
-                "action_id": "tether:0:0",
-                "block_id": "buttons",
-                "value": value,
-                "action_ts": "1712345690.123456",
-            }
-        ],
-    }

@@ -18,6 +18,8 @@ from tests.fakes.slack_api import (
     DM_CHANNEL_ID,
     OTHER_BOT_ID,
     USER_ID,
+)
+from tests.fakes.slack_events import (
     block_actions,
     edit_event,
     message_event,
