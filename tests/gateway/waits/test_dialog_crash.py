@@ -178,6 +178,8 @@ async def test_a_dialog_killed_after_each_question_completes_with_the_right_answ
     pressed = fake.press(data, chat_id=CHAT, query_id="cbq-tomorrow")
     await tether.start()
     await tether.sent(SEATS)
+    # a press its handler does not answer is answered bare after PRESS_GRACE (1 s)
+    await fake.wait_for(lambda: "cbq-tomorrow" in fake.answered)
     await tether.kill()
 
     seats = fake.push(message=fake.message(CHAT, "3"))
