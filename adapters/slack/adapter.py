@@ -73,6 +73,9 @@ class SlackAdapter(Adapter):
     open_attempts = 5
     backoff_base = 1.0
     backoff_max = 30.0
+    #: Socket Mode: seconds between the SDK's pings. A socket that died without a close
+    #: is noticed within about one interval, one whose pings go unanswered for four.
+    socket_ping_interval = 5.0
 
     def __init__(self, config: SlackConfig) -> None:
         self.config = config
@@ -129,10 +132,17 @@ class SlackAdapter(Adapter):
 
             assert self.config.app_token is not None  # the config requires it
             web_client = client("", self.config.api_base, self.config.timeout)
-            self._socket = SocketMode(
-                self.config.app_token.get_secret_value(), web_client, self._commit_now
+            socket = SocketMode(
+                self.config.app_token.get_secret_value(),
+                web_client,
+                self._commit_now,
+                self.socket_ping_interval,
+                open_attempts=self.open_attempts,
+                backoff_base=self.backoff_base,
+                backoff_max=self.backoff_max,
             )
-            await self._socket.start()
+            await socket.start()  # a refused app token raises here, before it is kept
+            self._socket = socket
 
     async def stop(self) -> None:
         """Stop ingress; sending goes on until :meth:`close`."""
