@@ -2,8 +2,8 @@
 
 ``agent:`` stays the one-agent form. ``agents:`` lists several, each a full agent (name,
 persona, handler, group sessions, edits) plus what makes it a separate participant:
-its own platform accounts (a Telegram bot token, a Discord bot token, a Feishu app —
-any subset), its own model routes and memory budgets, its own access rule on top of
+its own platform accounts (a Telegram bot token, a Discord bot token, a Feishu app, a
+Slack app — any subset), its own model routes and memory budgets, its own access rule on top of
 the gateway's, and how it answers other agents in a room (``respond_to_agents``).
 
 Checked here, with the key path of the mistake: a name used twice (it names the
@@ -22,11 +22,15 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tether.config.llm import LLMRouteConfig
 from tether.config.mcp import McpToolFilter
-from tether.config.platforms import DiscordConfig, FeishuConfig, TelegramConfig
+from tether.config.platforms import DiscordConfig, FeishuConfig, SlackConfig, TelegramConfig
 from tether.config.section import Patterns, Section
 
 #: An agent's name is part of keys and conversation names (``telegram@NAME:chat``).
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+#: One platform account's section.
+Account = TelegramConfig | DiscordConfig | FeishuConfig | SlackConfig
+#: The key that tells one account from another, per platform (``token`` for the rest).
+_ACCOUNT_KEY = {"feishu": "app_id", "slack": "bot_token"}
 
 
 class AgentPlatforms(Section):
@@ -35,9 +39,15 @@ class AgentPlatforms(Section):
     telegram: TelegramConfig | None = None
     discord: DiscordConfig | None = None
     feishu: FeishuConfig | None = None
+    slack: SlackConfig | None = None
 
-    def enabled(self) -> dict[str, TelegramConfig | DiscordConfig | FeishuConfig]:
-        found = {"telegram": self.telegram, "discord": self.discord, "feishu": self.feishu}
+    def enabled(self) -> dict[str, Account]:
+        found: dict[str, Account | None] = {
+            "telegram": self.telegram,
+            "discord": self.discord,
+            "feishu": self.feishu,
+            "slack": self.slack,
+        }
         return {name: config for name, config in found.items() if config is not None}
 
 
@@ -113,7 +123,7 @@ def check_agents(agents: list[AgentSpec], models: set[str] | None) -> list[Agent
             account = _account(platform, config)
             if account in accounts:
                 where = f"agents[{accounts[account]}].platforms.{platform}"
-                field = "app_id" if platform == "feishu" else "token"
+                field = _ACCOUNT_KEY.get(platform, "token")
                 _fail(index, ("platforms", platform, field), f"{where} has this account too", None)
             accounts[account] = index
         if agent.handler == "llm" and models is None:
@@ -126,12 +136,11 @@ def check_agents(agents: list[AgentSpec], models: set[str] | None) -> list[Agent
     return agents
 
 
-def _account(
-    platform: str, config: TelegramConfig | DiscordConfig | FeishuConfig
-) -> tuple[str, str]:
+def _account(platform: str, config: Account) -> tuple[str, str]:
     if isinstance(config, FeishuConfig):
         return platform, config.app_id
-    token: SecretStr = config.token
+    # A Slack bot token belongs to one app in one workspace: the same token is the same app.
+    token: SecretStr = config.bot_token if isinstance(config, SlackConfig) else config.token
     return platform, token.get_secret_value()
 
 

@@ -1,4 +1,4 @@
-"""``platforms:``: the console, Telegram, Discord and Feishu/Lark sections.
+"""``platforms:``: the console, Telegram, Discord, Feishu/Lark and Slack sections.
 
 Each platform's credentials and connection are checked here in the platform's own terms
 (token shapes, webhook secrets, intent names, domains), so ``tether check`` reports a
@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Literal, Self
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tether.config.console import WebChatConfig
 from tether.config.section import RoutePath, Section
@@ -228,6 +229,103 @@ class DiscordConfig(Section):
         return value
 
 
+class SlackConfig(Section):
+    """``platforms.slack``: present (with a bot token) means enabled.
+
+    Socket Mode (the default) needs the app-level token (``xapp-…``, scope
+    ``connections:write``) and no public URL; the Events API needs the signing secret and
+    a route on Tether's HTTP server. Both send with the bot token (``xoxb-…``). The token
+    prefixes are checked here because the two tokens are easy to swap, and Slack would
+    only say ``not_allowed_token_type`` at start.
+    """
+
+    #: OAuth & Permissions → Bot User OAuth Token.
+    bot_token: SecretStr
+    #: Basic Information → App-Level Tokens (scope ``connections:write``); ``mode: socket``.
+    app_token: SecretStr | None = None
+    #: Basic Information → Signing Secret; ``mode: events`` (every post is checked with it).
+    signing_secret: SecretStr | None = None
+    #: ``socket``: Socket Mode (no public URL); ``events``: the Events API posts to ``events_path``.
+    mode: Literal["socket", "events"] = "socket"
+    #: The Web API's base (a proxy, or the fake in tests); methods are appended to it.
+    api_base: str = "https://slack.com/api/"
+    #: Where the Events API, slash commands and interactivity post (``mode: events``).
+    events_path: RoutePath = "/slack/events"
+    #: Oldest (or furthest future) request timestamp accepted, seconds: Slack's 5 minutes.
+    max_age: float = Field(default=300.0, gt=0)
+    #: Seconds one Web API call may take before it counts as failed.
+    timeout: float = Field(default=10.0, gt=0)
+    #: In channels, answer only messages that mention the bot (and its threads), or all.
+    answer_channels: Literal["mentioned", "all"] = "mentioned"
+    #: Messages from bots (other apps) are dropped, so two agents cannot loop.
+    ignore_bots: bool = True
+    #: About one message a second per channel, as Slack asks. Off only for benchmarks and tests.
+    rate_limits: bool = True
+    #: How many recent messages of a channel (or thread) are read back for an outbox key
+    #: before a send that may already have happened (docs/slack.md#sending-exactly-once).
+    reconcile_depth: int = Field(default=100, ge=1, le=999)
+
+    @field_validator("bot_token")
+    @classmethod
+    def _bot_token_shape(cls, value: SecretStr) -> SecretStr:
+        return _slack_token(value, "xoxb-", "the Bot User OAuth Token (xoxb-…)")
+
+    @field_validator("app_token")
+    @classmethod
+    def _app_token_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return value
+        return _slack_token(value, "xapp-", "an app-level token (xapp-…)")
+
+    @field_validator("signing_secret")
+    @classmethod
+    def _secret_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        secret = value.get_secret_value() if value is not None else None
+        if secret is not None and (not secret or any(ch.isspace() for ch in secret)):
+            raise ValueError("must be the app's Signing Secret (Basic Information), no spaces")
+        return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        host = rest.split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+        if not sep or not host or scheme not in ("https", "http"):
+            raise ValueError("must be a URL like https://slack.com/api/")
+        if scheme == "http" and host not in _LOOPBACK:
+            raise ValueError("must use https (plain http only for 127.0.0.1/localhost)")
+        return value if value.endswith("/") else value + "/"  # slack-sdk joins method names
+
+    @model_validator(mode="after")
+    def _tokens_for_the_mode(self) -> Self:
+        if self.mode == "socket" and self.app_token is None:
+            _missing("app_token", "required with mode: socket (an app-level token, xapp-…)")
+        if self.mode == "events" and self.signing_secret is None:
+            _missing("signing_secret", "required with mode: events (Basic Information page)")
+        return self
+
+
+def _slack_token(value: SecretStr, prefix: str, what: str) -> SecretStr:
+    token = value.get_secret_value()
+    if not token.startswith(prefix) or any(ch.isspace() for ch in token):
+        # Never the value itself: the message is printed by `tether check`.
+        raise ValueError(f"must be {what}")
+    return value
+
+
+def _missing(key: str, reason: str) -> None:
+    """Raise at ``platforms.slack.<key>`` rather than at the section, so the error names
+    the key to add (a model validator's own error would name only ``platforms.slack``)."""
+    raise ValidationError.from_exception_data(
+        "SlackConfig",
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("required_for_mode", reason), loc=(key,), input=None
+            )
+        ],
+    )
+
+
 class PlatformsConfig(Section):
     console: ConsoleConfig = ConsoleConfig()
     #: None (absent) disables Telegram.
@@ -236,5 +334,7 @@ class PlatformsConfig(Section):
     discord: DiscordConfig | None = None
     #: None (absent) disables Feishu/Lark.
     feishu: FeishuConfig | None = None
+    #: None (absent) disables Slack.
+    slack: SlackConfig | None = None
     #: The web chat page (``/ui/chat``, behind the console's login; config/console.py).
     web: WebChatConfig = WebChatConfig()

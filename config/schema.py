@@ -5,7 +5,7 @@ every section class is importable from here too:
 
 - ``section.py``    :class:`Section`, the base: unknown keys are rejected (``extra="forbid"``)
                     so a typo fails loudly instead of being silently ignored
-- ``platforms.py``  ``platforms:`` console, Telegram, Discord, Feishu/Lark
+- ``platforms.py``  ``platforms:`` console, Telegram, Discord, Feishu/Lark, Slack
 - ``llm.py``        ``llm:`` providers, models, routes, fallbacks
 - ``jobs.py``       one ``jobs:`` entry (cron)
 - here              ``agent``, ``memory``, ``http``, ``pipeline``, ``outbox``, ``access``,
@@ -47,6 +47,7 @@ from tether.config.platforms import (
     FeishuConfig,
     FeishuWebhookConfig,
     PlatformsConfig,
+    SlackConfig,
     TelegramConfig,
     TelegramWebhookConfig,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "RateLimitConfig",
     "Section",
     "Settings",
+    "SlackConfig",
     "TelegramConfig",
     "TelegramWebhookConfig",
     "WatchdogConfig",

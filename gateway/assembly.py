@@ -146,7 +146,7 @@ def require_extras(settings: Settings) -> None:
     every: list[tuple[str, object]] = [("platforms", settings.platforms)]
     every += [(f"agents[{i}].platforms", a.platforms) for i, a in enumerate(settings.agents)]
     for where, platforms in every:
-        for name in ("telegram", "discord", "feishu"):
+        for name in ("telegram", "discord", "feishu", "slack"):
             if getattr(platforms, name, None):
                 needed.append((name, f"{where}.{name}"))
     if settings.memory.store.startswith(("postgresql://", "postgres://")):
@@ -187,6 +187,10 @@ def build_adapters(settings: Settings, *, console: bool | None = None) -> dict[s
         from tether.adapters.feishu import FeishuAdapter  # lark-oapi takes ~2 s to import
 
         adapters["feishu"] = FeishuAdapter(settings.platforms.feishu)
+    if settings.platforms.slack:
+        from tether.adapters.slack.adapter import SlackAdapter  # slack-sdk only when enabled
+
+        adapters["slack"] = SlackAdapter(settings.platforms.slack)
     if settings.platforms.web.enabled:
         from tether.adapters.web import WebAdapter, check_web
 

@@ -6,6 +6,10 @@ value: the file can be committed, shared and pasted into an issue. The file is l
 before it is written (the referenced variables stood in by placeholders when unset), so
 what ``init`` writes is a config ``tether check`` accepts; an existing file is kept
 unless ``--force``.
+
+With ``--platform slack`` it also writes ``slack-manifest.yaml`` beside the config: the
+app manifest to paste at api.slack.com/apps ("From an app manifest"), so the scopes,
+events and Socket Mode the adapter needs are set in one step instead of a dozen pages.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 from tether.config import load_text
 from tether.errors import ConfigError
 
-PLATFORMS = ("console", "telegram", "discord", "feishu")
+PLATFORMS = ("console", "telegram", "discord", "feishu", "slack")
 LLM_PROVIDERS = ("openai",)
 
 _HEADER = """\
@@ -49,7 +53,61 @@ _SECTIONS = {
     app_id: ${FEISHU_APP_ID}     # Developer Console → Credentials
     app_secret: ${FEISHU_APP_SECRET}
 """,
+    "slack": """\
+  slack:                         # docs/slack.md; the app: {manifest} beside this file
+    bot_token: ${SLACK_BOT_TOKEN}   # OAuth & Permissions → Bot User OAuth Token (xoxb-…)
+    app_token: ${SLACK_APP_TOKEN}   # Basic Information → App-Level Tokens (xapp-…)
+    mode: socket                 # or events: signing_secret, and Slack posts to /slack/events
+""",
 }
+
+#: Where the Slack app manifest is written: beside the config.
+MANIFEST = "slack-manifest.yaml"
+
+#: The Slack app ``tether init --platform slack`` describes: what the adapter reads and
+#: sends (docs/slack.md#setup shows the same manifest).
+SLACK_MANIFEST = """\
+# Paste at https://api.slack.com/apps → Create New App → From an app manifest (docs/slack.md).
+display_information:
+  name: {name}
+  description: An agent answered through Tether
+features:
+  app_home:
+    messages_tab_enabled: true
+    messages_tab_read_only_enabled: false
+  bot_user:
+    display_name: {name}
+    always_online: true
+oauth_config:
+  scopes:
+    bot:
+      - app_mentions:read
+      - channels:history
+      - groups:history
+      - im:history
+      - mpim:history
+      - chat:write
+      - files:read
+      - files:write
+      - reactions:write
+      - pins:write
+settings:
+  event_subscriptions:
+    bot_events:
+      - app_mention
+      - message.channels
+      - message.groups
+      - message.im
+      - message.mpim
+  interactivity:
+    is_enabled: true
+  org_deploy_enabled: false
+  socket_mode_enabled: true
+  token_rotation_enabled: false
+"""
+
+#: Stand-ins for variables whose values are checked for their shape (Slack's prefixes).
+_PLACEHOLDERS = {"SLACK_BOT_TOKEN": "xoxb-placeholder", "SLACK_APP_TOKEN": "xapp-placeholder"}
 
 _LLM = {
     "openai": """
@@ -121,23 +179,37 @@ def init_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    if path.exists() and not args.force:
-        print(f"tether init: {path} exists; --force overwrites it", file=sys.stderr)
-        return 1
+    manifest = path.with_name(MANIFEST) if "slack" in platforms else None
+    for target in (path, manifest):
+        if target is not None and target.exists() and not args.force:
+            print(f"tether init: {target} exists; --force overwrites it", file=sys.stderr)
+            return 1
     text = render(platforms, owners, args.llm, path)
     try:
         load_text(text, source=str(path), env=_with_placeholders(text))
     except ConfigError as exc:  # a template bug: say so rather than write a broken file
         print(f"tether init: the generated config does not load:\n{exc}", file=sys.stderr)
         return 1
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"tether init: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+    written = [(path, text)]
+    if manifest is not None:
+        written.append((manifest, slack_manifest(text)))
+    for target, content in written:
+        try:
+            target.write_text(content, encoding="utf-8")
+        except OSError as exc:
+            print(f"tether init: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     print(f"wrote {path} ({', '.join(platforms)}{', llm ' + args.llm if args.llm else ''})")
+    if manifest is not None:
+        print(f"wrote {manifest}: create the Slack app from it (docs/slack.md#setup)")
     print(next_command(text, path))
     return 0
+
+
+def slack_manifest(text: str) -> str:
+    """The Slack app manifest for the config ``text``: the bot named like its agent."""
+    name = load_text(text, env=_with_placeholders(text)).agent.name
+    return SLACK_MANIFEST.format(name=name)
 
 
 def _ask(args: argparse.Namespace) -> None:
@@ -179,7 +251,7 @@ def render(platforms: list[str], owners: list[str], llm: str | None, path: Path)
         handler=handler,
         console="false" if chat and "console" not in platforms else "true",
     )
-    text += "".join(_SECTIONS[p] for p in chat)
+    text += "".join(_SECTIONS[p].replace("{manifest}", MANIFEST) for p in chat)
     if llm:
         text += _LLM[llm]
     quoted = ", ".join(f'"{owner}"' for owner in owners)
@@ -202,7 +274,7 @@ def _with_placeholders(text: str) -> dict[str, str]:
     """The environment, with a stand-in for each referenced variable not set yet."""
     env = dict(os.environ)
     for name in _variables(text):
-        env.setdefault(name, "123456:placeholder")
+        env.setdefault(name, _PLACEHOLDERS.get(name, "123456:placeholder"))
     return env
 
 

@@ -69,7 +69,7 @@ RESTART_ONLY = (
     "agents",
     "rooms",
 )
-PLATFORMS = ("telegram", "discord", "feishu")
+PLATFORMS = ("telegram", "discord", "feishu", "slack")
 #: How long ``tether reload`` waits for the gateway's outcome: opening a platform with
 #: a new token retries for a while before it gives up.
 ANSWER_TIMEOUT = 120.0
@@ -110,8 +110,9 @@ def _at(settings: Settings, dotted: str) -> Any:
 
 
 def _webhook(config: Any) -> bool:
-    """A webhook's route is bound to its adapter in the HTTP server, which lives on."""
-    return getattr(config, "mode", None) == "webhook"
+    """A webhook's route (Slack's Events API's too) is bound to its adapter in the HTTP
+    server, which lives on."""
+    return getattr(config, "mode", None) in ("webhook", "events")
 
 
 def needs_restart(old: Settings, new: Settings) -> list[str]:
@@ -291,9 +292,7 @@ class Reloader:
     ) -> dict[str, Adapter]:
         """The new LLM prepared and the changed platforms' adapters opened, or none."""
         only = {name: getattr(settings.platforms, name) for name in platforms}
-        bare = settings.platforms.model_copy(
-            update={"telegram": None, "discord": None, "feishu": None, **only}
-        )
+        bare = settings.platforms.model_copy(update={name: None for name in PLATFORMS} | only)
         fresh = self._build_adapters(settings.model_copy(update={"platforms": bare}), console=False)
         opened: list[Adapter] = []
         try:

@@ -1,6 +1,6 @@
-"""Slack: the pure half so far — payloads in, events or skip reasons out.
+"""Slack: payloads in, events or skip reasons out; ``chat.postMessage`` exactly once.
 
-What is here (issue 34, in progress):
+What is here (issue 34):
 
 - :mod:`.normalize` (with :mod:`.interactions` and :mod:`.fields`) — pure: an Events API
   body, a slash command or a ``block_actions`` payload in, an ``Event`` or a ``Dropped``
@@ -9,7 +9,8 @@ What is here (issue 34, in progress):
 
 Also here: :mod:`.send` (``chat.postMessage`` with the outbox key in ``metadata``, read
 back before a send that may already have happened; :mod:`.mrkdwn`), :mod:`.ingress` (the
-Events API over HTTP), :mod:`.adapter` and :mod:`.config` (``SlackConfig`` until
-``platforms.slack`` is wired). Not selectable in ``platforms:`` yet; Socket Mode and
-files are still to come. Only the adapter modules import slack_sdk.
+Events API over HTTP), :mod:`.adapter` and :mod:`.config` (``SlackConfig``, defined with
+the other platforms' in ``config/platforms.py``). Enabled by ``platforms.slack`` (and an
+agent's ``agents[i].platforms.slack``); docs/slack.md. Files are still to come. Only
+the adapter modules import slack_sdk.
 """

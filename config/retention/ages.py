@@ -31,12 +31,16 @@ HOUR = 3600.0
 #: and retries a webhook until it is answered; Discord replays a session's events on a
 #: RESUME (minutes) and a backfill reads after the stored cursor, kept to the same day as
 #: its ``backfill_hours``; Feishu retries after 15 s, 5 min, 1 h and 6 h (and duplicates
-#: after success: its docs ask for keys kept 8 h); the console and the web chat read
-#: what is typed once, in this process, and never send it again.
+#: after success: its docs ask for keys kept 8 h); Slack retries an unanswered Events API
+#: post three times (at once, after 1 and 5 minutes) and resends an unacknowledged Socket
+#: Mode envelope until it is acknowledged or the app is disabled for failing (within the
+#: hour), so an hour; the console and the web chat read what is typed once, in this
+#: process, and never send it again.
 REDELIVERY_WINDOWS: dict[str, float] = {
     "telegram": 24 * HOUR,
     "discord": 24 * HOUR,
     "feishu": 8 * HOUR,
+    "slack": 1 * HOUR,
     "console": 0.0,
     "web": 0.0,
     "loopback": 0.0,
@@ -129,7 +133,8 @@ def enabled_platforms(settings: Any) -> set[str]:
     from: its ``platforms:`` and every agent's accounts."""
     platforms = settings.platforms
     found = {name for name in ("console", "web") if getattr(platforms, name).enabled}
-    found |= {name for name in ("telegram", "discord", "feishu") if getattr(platforms, name)}
+    chats = ("telegram", "discord", "feishu", "slack")
+    found |= {name for name in chats if getattr(platforms, name)}
     for agent in settings.agents:
         found |= set(agent.platforms.enabled())
     return found

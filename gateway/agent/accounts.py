@@ -120,6 +120,10 @@ def build_agent_adapters(settings: Settings) -> dict[str, Adapter]:
             from tether.adapters.feishu import FeishuAdapter
 
             adapters[account("feishu", spec.name)] = FeishuAdapter(platforms.feishu)
+        if platforms.slack:
+            from tether.adapters.slack.adapter import SlackAdapter
+
+            adapters[account("slack", spec.name)] = SlackAdapter(platforms.slack)
     return adapters
 
 

@@ -130,7 +130,7 @@ def test_init_on_a_terminal_asks_what_the_flags_say(tmp_path: Path) -> None:
     os.close(side)
     seen = read_terminal(terminal)
     assert done.returncode == 0, done.stderr
-    assert "not one of console, telegram, discord, feishu: nope" in seen
+    assert "not one of console, telegram, discord, feishu, slack: nope" in seen
     settings = load(tmp_path / "tether.yaml", env={"TELEGRAM_TOKEN": SECRET})
     assert settings.platforms.telegram is not None and settings.agent.handler == "echo"
     assert settings.access.admins == ["telegram:4242"]

@@ -124,13 +124,22 @@ FRAGMENTS = {
     ("console.md", 'password_hash: "scrypt$32768$8$1$..."'): "a hash placeholder",
     ("media.md", "vision: true}"): "a model fragment of an llm: section",
     ("recall.md", "model: text-embedding-3-small"): "leans on an llm: section",
+    ("slack.md", "socket_mode_enabled: true"): "the Slack app manifest, not a config",
+    ("slack.md", "socket_mode_enabled: false"): "a fragment of the Slack app manifest",
 }
 
 
 def _secret_value(name: str) -> str:
     """A value an environment variable of the samples could hold: a secret token where
-    the name says so, else a Telegram-shaped bot token (which the other fields take too)."""
-    return "A" * 40 if "SECRET" in name else "123456:ABCdefGHIjklMNOpqrSTUvwxYZ0123456789"
+    the name says so, Slack's token shapes for its tokens, else a Telegram-shaped bot
+    token (which the other fields take too)."""
+    if "SECRET" in name:
+        return "A" * 40
+    return _SHAPED.get(name, "123456:ABCdefGHIjklMNOpqrSTUvwxYZ0123456789")
+
+
+#: Variables whose values are checked for a prefix (docs/slack.md).
+_SHAPED = {"SLACK_BOT_TOKEN": "xoxb-1-docs", "SLACK_APP_TOKEN": "xapp-1-docs"}
 
 
 def yaml_configs() -> list[tuple[str, str]]:
