@@ -12,8 +12,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.config.loader import load_text
-from tether.errors import ConfigError
+from tests.support.config import parse, problem
 from tether.gateway.agent.accounts import account, agent_settings, split_account
 from tether.gateway.agent.rooms import Rooms
 from tether.gateway.assembly import build_adapters
@@ -29,17 +28,6 @@ LLM = {
 
 def tg(n: int) -> dict[str, Any]:
     return {"telegram": {"token": f"{n}:AAAA-token"}}
-
-
-def parse(**sections: Any) -> Any:
-    base = {"memory": {"store": "memory://"}, "http": {"enabled": False}}
-    return load_text(yaml.safe_dump({**base, **sections}))
-
-
-def problem(**sections: Any) -> str:
-    with pytest.raises(ConfigError) as caught:
-        parse(**sections)
-    return str(caught.value)
 
 
 def test_each_agent_runs_with_its_own_persona_routes_and_budgets() -> None:

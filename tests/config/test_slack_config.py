@@ -8,26 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
-from tether.config.loader import load_text
+from tests.support.config import parse, problem
 from tether.config.retention.ages import REDELIVERY_WINDOWS
-from tether.errors import ConfigError
 
 SOCKET = {"bot_token": BOT_TOKEN, "app_token": APP_TOKEN}
 EVENTS = {"bot_token": BOT_TOKEN, "mode": "events", "signing_secret": SIGNING_SECRET}
-
-
-def parse(**sections: Any) -> Any:
-    base = {"memory": {"store": "memory://"}, "http": {"enabled": False}}
-    return load_text(yaml.safe_dump({**base, **sections}))
-
-
-def problem(**sections: Any) -> str:
-    with pytest.raises(ConfigError) as caught:
-        parse(**sections)
-    return str(caught.value)
 
 
 def slack(**fields: Any) -> dict[str, Any]:

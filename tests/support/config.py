@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.fakes.cluster import SECRET as CLUSTER_SECRET
@@ -16,6 +17,7 @@ from tests.fakes.feishu_api import ENCRYPT_KEY as FEISHU_ENCRYPT_KEY
 from tests.fakes.feishu_api import VERIFICATION_TOKEN as FEISHU_VERIFICATION_TOKEN
 from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
 from tether.config import Settings, load_text
+from tether.errors import ConfigError
 from tether.events import Conversation, Event
 from tether.testing.model import API_KEY as OPENAI_API_KEY
 
@@ -96,3 +98,16 @@ SECRETS: set[str] = {
     OPENAI_API_KEY,
     CLUSTER_SECRET,
 }
+
+
+def parse(**sections: Any) -> Settings:
+    """A config of these top-level sections on the in-memory store, no HTTP server."""
+    base = {"memory": {"store": "memory://"}, "http": {"enabled": False}}
+    return load_text(yaml.safe_dump({**base, **sections}))
+
+
+def problem(**sections: Any) -> str:
+    """The :class:`ConfigError` these sections make (the test fails if they load)."""
+    with pytest.raises(ConfigError) as caught:
+        parse(**sections)
+    return str(caught.value)

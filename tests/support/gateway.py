@@ -88,3 +88,14 @@ def base_url(gateway: Gateway) -> str:
     """Where the gateway's HTTP server listens (a test config binds port 0)."""
     assert gateway.http is not None, "the config has no http server"
     return f"http://127.0.0.1:{gateway.http.port}"
+
+
+@asynccontextmanager
+async def gateway_for(settings: Settings) -> AsyncIterator[Gateway]:
+    """The gateway ``tether run`` builds: the config's adapters, the default router."""
+    gateway = Gateway(settings, build_adapters(settings))
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.stop()

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +26,9 @@ from tests.fakes.slack_api import (
 )
 from tests.fakes.slack_events import message_event, signed_request
 from tests.support.config import ROOT, inbox_rows, make_settings, merge
+from tests.support.gateway import gateway_for
 from tether.adapters.slack.adapter import SlackAdapter
-from tether.config import Settings, load_text
+from tether.config import load_text
 from tether.errors import GatewayError
 from tether.gateway.app import Gateway
 from tether.gateway.assembly import build_adapters, require_extras
@@ -50,17 +49,6 @@ def events_section(fake: FakeSlack, **fields: Any) -> dict[str, Any]:
         "timeout": 5,
     }
     return {**section, **fields}
-
-
-@asynccontextmanager
-async def gateway_for(settings: Settings) -> AsyncIterator[Gateway]:
-    """The gateway ``tether run`` builds: the config's adapters, the default router."""
-    gateway = Gateway(settings, build_adapters(settings))
-    await gateway.start()
-    try:
-        yield gateway
-    finally:
-        await gateway.stop()
 
 
 async def post(gateway: Gateway, payload: dict[str, Any], **signing: Any) -> int:

@@ -8,8 +8,6 @@ import asyncio
 import re
 import subprocess
 import textwrap
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +20,11 @@ from tests.fakes.feishu_api import APP_SECRET as FEISHU_SECRET
 from tests.fakes.feishu_api import FakeFeishu, message_event
 from tests.fakes.telegram_api import FakeTelegram
 from tests.support.config import ROOT, make_settings, merge, write_config
-from tests.support.gateway import running
+from tests.support.gateway import gateway_for, running
 from tests.support.processes import TETHER
 from tether.adapters.loopback import LoopbackAdapter
 from tether.config import Settings, load_text
 from tether.events import Event, Kind
-from tether.gateway.app import Gateway
-from tether.gateway.assembly import build_adapters
 from tether.gateway.builtin.access import APPROVED_NOTICE, HINT
 from tether.gateway.builtin.echo import EDITED
 from tether.testing.model import FakeModel
@@ -278,17 +274,6 @@ def documented(section: str, *answers: str) -> None:
     flat = " ".join(section.split())
     for answer in answers:
         assert " ".join(answer.split()) in flat, answer
-
-
-@asynccontextmanager
-async def gateway_for(settings: Settings) -> AsyncIterator[Gateway]:
-    """The gateway ``tether run`` builds: the config's adapters, the default router."""
-    gateway = Gateway(settings, build_adapters(settings))
-    await gateway.start()
-    try:
-        yield gateway
-    finally:
-        await gateway.stop()
 
 
 async def test_the_telegram_setup_works_as_written(
